@@ -1,0 +1,19 @@
+# Source me: creates .venv in the repo and installs the project when
+# pyproject.toml changed since the last install.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+STAMP="$VENV/.spmd-installed"
+WANT="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+    # torch first and alone: pinned, so pip takes the local CPU wheel and
+    # never resolves a CUDA build.
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check -e "$ROOT[test]"
+    echo "$WANT" > "$STAMP"
+fi
+export PATH="$VENV/bin:$PATH"
+cd "$ROOT"

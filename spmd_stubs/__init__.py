@@ -1,0 +1,60 @@
+"""spmd_stubs: SPMD types for distributed PyTorch, checked by ``spmd_mypy``.
+
+The annotation vocabulary (``Tensor``, ``R``, ``I``, ``V``, ``P``, ``S``,
+``MeshAxis``) imports without torch, so the mypy plugin can share the type
+algebra without loading torch; the typed collectives load torch on first use.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from spmd_stubs.types import AxisAnnotation, I, MeshAxis, P, R, S, Tensor, V, assert_type
+
+if TYPE_CHECKING:
+    from spmd_stubs.collectives import (
+        all_gather,
+        all_reduce,
+        all_to_all,
+        convert,
+        redistribute,
+        reduce_scatter,
+        reinterpret,
+    )
+    from spmd_stubs.mesh import bind_groups, bind_mesh, group_of, unbind
+
+_LAZY = {
+    "all_reduce": "spmd_stubs.collectives",
+    "all_gather": "spmd_stubs.collectives",
+    "reduce_scatter": "spmd_stubs.collectives",
+    "all_to_all": "spmd_stubs.collectives",
+    "reinterpret": "spmd_stubs.collectives",
+    "convert": "spmd_stubs.collectives",
+    "redistribute": "spmd_stubs.collectives",
+    "bind_mesh": "spmd_stubs.mesh",
+    "bind_groups": "spmd_stubs.mesh",
+    "group_of": "spmd_stubs.mesh",
+    "unbind": "spmd_stubs.mesh",
+}
+
+__all__ = [
+    "Tensor",
+    "R",
+    "I",
+    "V",
+    "P",
+    "S",
+    "MeshAxis",
+    "AxisAnnotation",
+    "assert_type",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'spmd_stubs' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,723 @@
+"""The SPMD type algebra: the one place where the rules live.
+
+Pure Python on purpose (no torch, no mypy): the mypy plugin turns a
+:class:`SpmdTypeError` into a static diagnostic, the runtime shim raises it as
+a ``ValueError``.  Both therefore speak with the same words.
+
+Vocabulary (seed 000, "Local SPMD"), judged per mesh axis:
+
+=====  ==========  ============================================  ========
+type   name        forward value across the axis                  gradient
+=====  ==========  ============================================  ========
+R      replicate   the same on every rank, N independent uses     P
+I      invariant   the same on every rank, one logical use        I
+V      varying     different per rank (a list of tensors)         V
+P      partial     different per rank, meaning their pending sum  R
+S(i)   shard       V whose global meaning is ``cat(xs, dim=i)``   S(i)
+=====  ==========  ============================================  ========
+
+In local SPMD ``S(i)`` *is* V: the shard dim only picks concat/split over
+stack/unbind inside the collectives.
+
+The module answers three kinds of question:
+
+* **Op rules** -- :func:`evaluate` gives the type of an ordinary torch op on
+  one axis from its operands, given the op's linearity written as an
+  expression (:class:`Arg`, :class:`Apply`).  Composite ops are expressions:
+  ``addmm(b, m1, m2)`` is ``Apply(ADDITIVE, Arg(0), Apply(MULTILINEAR,
+  Arg(1), Arg(2)))``.
+* **Transitions** -- :func:`transition` says whether ``convert(I, P)`` (or any
+  collective/cast with a src/dst pair) exists, whether it needs
+  ``expert_mode``, and what to call instead when it does not.
+* **Duality** -- :func:`dual` and :func:`backward_of` give the gradient type
+  and the backward operation of every forward operation (seed 000, "Comms by
+  forwards-backwards").
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence, Union
+
+__all__ = [
+    "Kind",
+    "AxisType",
+    "Replicate",
+    "Invariant",
+    "Varying",
+    "Partial",
+    "Shard",
+    "SCALAR",
+    "Scalar",
+    "TensorType",
+    "Linearity",
+    "Arg",
+    "Apply",
+    "Expr",
+    "SpmdTypeError",
+    "Code",
+    "dual",
+    "evaluate",
+    "Step",
+    "transition",
+    "backward_of",
+    "route",
+    "check_source",
+    "parse_axis_type",
+    "COLLECTIVES",
+]
+
+
+# --------------------------------------------------------------------------
+# Types
+# --------------------------------------------------------------------------
+
+
+class Kind(enum.Enum):
+    R = "R"
+    I = "I"  # noqa: E741 -- the seed's name for invariant
+    V = "V"
+    P = "P"
+
+    @property
+    def title(self) -> str:
+        return _KIND_TITLES[self]
+
+
+_KIND_TITLES = {Kind.R: "Replicate", Kind.I: "Invariant", Kind.V: "Varying", Kind.P: "Partial"}
+
+
+@dataclass(frozen=True, order=True)
+class AxisType:
+    """The local SPMD type of a tensor on one mesh axis.
+
+    ``shard`` is set only for V and records the tensor dim of ``S(i)``.
+    Negative dims are kept as written (``S(-1)`` is the last dim).
+    """
+
+    kind: Kind
+    shard: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.shard is not None and self.kind is not Kind.V:
+            raise ValueError(f"only a varying type can be a shard, not {self.kind.value}")
+
+    def __str__(self) -> str:
+        if self.shard is not None:
+            return f"S({self.shard})"
+        return self.kind.value
+
+    @property
+    def local(self) -> "AxisType":
+        """The type with the shard dim forgotten (``S(i)`` -> ``V``)."""
+        return AxisType(self.kind)
+
+    def on(self, axis: str) -> str:
+        """Print as the user writes it: ``R@tp``."""
+        return f"{self}@{axis}"
+
+
+Replicate = AxisType(Kind.R)
+Invariant = AxisType(Kind.I)
+Varying = AxisType(Kind.V)
+Partial = AxisType(Kind.P)
+
+
+def Shard(dim: int) -> AxisType:  # noqa: N802 -- mirrors the seed's S(i)
+    return AxisType(Kind.V, dim)
+
+
+class Scalar:
+    """A python number operand: it takes the type of what it meets."""
+
+    _instance: "Scalar | None" = None
+
+    def __new__(cls) -> "Scalar":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "scalar"
+
+    __str__ = __repr__
+
+
+SCALAR = Scalar()
+
+Operand = Union[AxisType, Scalar, None]
+"""One operand on one axis: a type, a python scalar, or None (unknown)."""
+
+_AXIS_TYPE_RE = re.compile(r"^\s*(?:(?P<kind>[RIVP])|S\(\s*(?P<dim>[+-]?\d+)\s*\))\s*$")
+
+
+def parse_axis_type(text: str) -> AxisType:
+    """``"R"`` / ``"S(-1)"`` -> AxisType; ValueError with the fix otherwise."""
+    match = _AXIS_TYPE_RE.match(text)
+    if match is None:
+        raise ValueError(
+            f"unknown SPMD type {text!r}: write one of R, I, V, P or S(dim), e.g. S(0)"
+        )
+    if match.group("dim") is not None:
+        return Shard(int(match.group("dim")))
+    return AxisType(Kind(match.group("kind")))
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A tensor's local SPMD type on every axis it mentions.
+
+    Axes not mentioned are unconstrained.  The canonical text (axes sorted by
+    name, ``"R@tp,V@dp"`` order-independent) is what the mypy plugin stores
+    in its hidden type argument; :meth:`parse` reads it back.
+    """
+
+    axes: tuple[tuple[str, AxisType], ...]
+
+    @classmethod
+    def of(cls, mapping: Mapping[str, AxisType]) -> "TensorType":
+        return cls(tuple(sorted(mapping.items(), key=lambda item: item[0])))
+
+    @classmethod
+    def parse(cls, text: str) -> "TensorType":
+        mapping: dict[str, AxisType] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            kind_text, sep, axis = part.partition("@")
+            if not sep or not axis.strip():
+                raise ValueError(f"expected TYPE@axis, got {part!r}")
+            axis = axis.strip()
+            if axis in mapping:
+                raise ValueError(f"axis {axis} is given twice in {text!r}")
+            mapping[axis] = parse_axis_type(kind_text)
+        return cls.of(mapping)
+
+    def as_dict(self) -> dict[str, AxisType]:
+        return dict(self.axes)
+
+    def get(self, axis: str) -> AxisType | None:
+        for name, axis_type in self.axes:
+            if name == axis:
+                return axis_type
+        return None
+
+    def canonical(self) -> str:
+        return ",".join(t.on(axis) for axis, t in self.axes)
+
+    def __str__(self) -> str:
+        return ", ".join(t.on(axis) for axis, t in self.axes)
+
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+
+
+class Code(str, enum.Enum):
+    """Error codes; all are sub-codes of ``spmd`` in the plugin."""
+
+    PARTIAL_MUL = "spmd-partial-mul"
+    PARTIAL_AFFINE = "spmd-partial-affine"
+    PARTIAL_NONLINEAR = "spmd-partial-nonlinear"
+    PARTIAL_VARYING = "spmd-partial-varying"
+    INVARIANT_MIX = "spmd-invariant-mix"
+    COLLECTIVE = "spmd-collective"
+    EXPERT_MODE = "spmd-expert-mode"
+    INVALID_TRANSITION = "spmd-invalid-transition"
+    BACKWARD = "spmd-backward"
+    ANNOTATION = "spmd-annotation"
+    ASSERT = "spmd-assert"
+    INPLACE = "spmd-inplace"
+    UNTYPED_COLLECTIVE = "spmd-untyped-collective"
+
+
+class SpmdTypeError(ValueError):
+    """A rule violation: ``code`` names the rule, ``axis`` the mesh axis.
+
+    ``str(err)`` is the full message, ending with the concrete fix.
+    """
+
+    def __init__(self, code: Code, axis: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.axis = axis
+        self.message = message
+
+
+# --------------------------------------------------------------------------
+# Op rules
+# --------------------------------------------------------------------------
+
+
+class Linearity(enum.Enum):
+    """How an op treats a pending sum (P) in its operands.
+
+    NONLINEAR    f(sum a) != sum f(a): no P operand allowed (gelu, exp, softmax).
+    LINEAR       unary and linear: P -> P (neg, views, sum over dims, clone).
+    ADDITIVE     n-ary sum-like: all P -> P, P with anything else is "affine"
+                 (add, sub, cat, stack).
+    MULTILINEAR  linear in each factor: exactly one P factor, the rest R or
+                 scalars (mul, matmul, einsum, div by a non-P denominator).
+    SELECT       first operand is a non-differentiable selector (index, mask,
+                 condition), the second the data; a replicated selector is
+                 neutral, a varying one makes the result vary, a partial one
+                 is meaningless.
+    """
+
+    NONLINEAR = "nonlinear"
+    LINEAR = "linear"
+    ADDITIVE = "additive"
+    MULTILINEAR = "multilinear"
+    SELECT = "select"
+
+
+@dataclass(frozen=True)
+class Arg:
+    """The ``index``-th operand of the op."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Apply:
+    """``linearity`` applied to sub-expressions (the decomposition of an op)."""
+
+    linearity: Linearity
+    operands: tuple["Expr", ...]
+
+    def __init__(self, linearity: Linearity, *operands: "Expr") -> None:
+        object.__setattr__(self, "linearity", linearity)
+        object.__setattr__(self, "operands", tuple(operands))
+
+
+Expr = Union[Arg, Apply]
+
+
+def _show(operand: AxisType | Scalar, axis: str) -> str:
+    return "scalar" if isinstance(operand, Scalar) else operand.on(axis)
+
+
+def _shown(operands: Iterable[AxisType | Scalar], axis: str, sep: str) -> str:
+    return sep.join(_show(o, axis) for o in operands)
+
+
+def _reduce_fix(axis: str, dst: str = "R") -> str:
+    return f"all_reduce(x, {axis}, src=P, dst={dst})"
+
+
+def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+    """Combine operands none of which is P: R/I/V and scalars."""
+    tensors = [o for o in operands if isinstance(o, AxisType)]
+    kinds = {t.kind for t in tensors}
+    if Kind.I in kinds and kinds != {Kind.I}:
+        other = next(t for t in tensors if t.kind is not Kind.I)
+        raise SpmdTypeError(
+            Code.INVARIANT_MIX,
+            axis,
+            f"{op} mixes Invariant with {other.kind.title} on axis {axis} "
+            f"({_shown(operands, axis, ', ')}); an Invariant value must get the same "
+            f"gradient on every rank, which its use beside {other.on(axis)} cannot promise. "
+            f"Fix: convert(x, {axis}, src=I, dst=R) on the Invariant operand before {op}.",
+        )
+    if Kind.V in kinds:
+        return Varying
+    if kinds == {Kind.I}:
+        return Invariant
+    return Replicate
+
+
+def _nonlinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+    if any(isinstance(o, AxisType) and o.kind is Kind.P for o in operands):
+        raise SpmdTypeError(
+            Code.PARTIAL_NONLINEAR,
+            axis,
+            f"{op} is nonlinear but gets a Partial operand on axis {axis} "
+            f"({_shown(operands, axis, ', ')}); f(sum of parts) is not the sum of "
+            f"f(parts). Fix: {_reduce_fix(axis)} (or dst=I) before {op}.",
+        )
+    return _plain_combine(operands, op, axis)
+
+
+def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+    partial = [o for o in operands if isinstance(o, AxisType) and o.kind is Kind.P]
+    if not partial:
+        return _plain_combine(operands, op, axis)
+    others = [o for o in operands if not (isinstance(o, AxisType) and o.kind is Kind.P)]
+    if not others:
+        return Partial
+    shown = _shown(operands, axis, " + ")
+    other = others[0]
+    if isinstance(other, AxisType) and other.kind is Kind.I:
+        raise SpmdTypeError(
+            Code.INVARIANT_MIX,
+            axis,
+            f"{op} mixes Invariant with Partial on axis {axis} ({shown}). "
+            f"Fix: {_reduce_fix(axis, 'I')} on the Partial operand before {op}.",
+        )
+    if isinstance(other, AxisType) and other.kind is Kind.V:
+        raise SpmdTypeError(
+            Code.PARTIAL_VARYING,
+            axis,
+            f"{op} adds a Partial to a Varying operand on axis {axis} ({shown}); the sum "
+            f"would mix one pending sum with per-rank values. Fix: "
+            f"reduce_scatter(x, {axis}, src=P, dst=V) (or {_reduce_fix(axis)}) on the "
+            f"Partial operand first.",
+        )
+    raise SpmdTypeError(
+        Code.PARTIAL_AFFINE,
+        axis,
+        f"{op} adds a Partial to a non-Partial operand on axis {axis} ({shown}); the "
+        f"{_show(other, axis)} term would be counted once per rank by the pending sum. "
+        f"Fix: {_reduce_fix(axis)} on the Partial operand first, or "
+        f"convert(y, {axis}, src=R, dst=P) on the other term.",
+    )
+
+
+def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+    partial = [o for o in operands if isinstance(o, AxisType) and o.kind is Kind.P]
+    if not partial:
+        return _plain_combine(operands, op, axis)
+    shown = _shown(operands, axis, " * ")
+    if len(partial) > 1:
+        raise SpmdTypeError(
+            Code.PARTIAL_MUL,
+            axis,
+            f"{op} multiplies {len(partial)} Partial factors on axis {axis} ({shown}); a "
+            f"product of pending sums is not the sum of products. Fix: "
+            f"{_reduce_fix(axis)} on all but one factor first.",
+        )
+    for other in operands:
+        if isinstance(other, AxisType) and other.kind is Kind.V:
+            raise SpmdTypeError(
+                Code.PARTIAL_VARYING,
+                axis,
+                f"{op} multiplies a Partial by a Varying factor on axis {axis} ({shown}); "
+                f"each rank would scale its part of the sum differently. Fix: "
+                f"{_reduce_fix(axis)} on the Partial factor first.",
+            )
+        if isinstance(other, AxisType) and other.kind is Kind.I:
+            raise SpmdTypeError(
+                Code.INVARIANT_MIX,
+                axis,
+                f"{op} mixes Invariant with Partial on axis {axis} ({shown}). Fix: "
+                f"convert(w, {axis}, src=I, dst=R) on the Invariant factor "
+                f"(its gradient then gets all-reduced), or {_reduce_fix(axis, 'I')} on "
+                f"the Partial one.",
+            )
+    return Partial
+
+
+def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+    selector, data = operands
+    if isinstance(selector, AxisType) and selector.kind is Kind.P:
+        raise SpmdTypeError(
+            Code.PARTIAL_NONLINEAR,
+            axis,
+            f"{op} uses a Partial tensor as an index/mask/condition on axis {axis} "
+            f"({_show(selector, axis)}); a pending sum cannot select. Fix: "
+            f"{_reduce_fix(axis)} on it first.",
+        )
+    if isinstance(selector, AxisType) and selector.kind is Kind.V:
+        return _multilinear([selector, data], op, axis)
+    return Replicate if isinstance(data, Scalar) else data.local
+
+
+_RULES = {
+    Linearity.NONLINEAR: _nonlinear,
+    # A unary linear op is a multilinear op with one factor.
+    Linearity.LINEAR: _multilinear,
+    Linearity.ADDITIVE: _additive,
+    Linearity.MULTILINEAR: _multilinear,
+    Linearity.SELECT: _select,
+}
+
+
+def evaluate(expr: Expr, operands: Sequence[Operand], op: str, axis: str) -> AxisType | None:
+    """The type on ``axis`` of ``expr`` applied to ``operands``.
+
+    ``None`` operands (unknown on this axis: an untyped tensor, or a typed one
+    that does not mention the axis) are left out of the judgement, as
+    gradual typing asks; when only unknowns and scalars remain, the result is
+    unknown.  A result is never a shard: a local op on ``S(i)`` gives V.
+    Raises :class:`SpmdTypeError` naming ``op`` and ``axis``.
+    """
+    if isinstance(expr, Arg):
+        operand = operands[expr.index] if expr.index < len(operands) else None
+        return operand.local if isinstance(operand, AxisType) else None
+    known: list[AxisType | Scalar] = []
+    for sub in expr.operands:
+        if isinstance(sub, Arg) and sub.index < len(operands) and isinstance(
+            operands[sub.index], Scalar
+        ):
+            known.append(SCALAR)
+            continue
+        value = evaluate(sub, operands, op, axis)
+        if value is not None:
+            known.append(value)
+        elif expr.linearity is Linearity.SELECT:
+            return None
+    if not any(isinstance(k, AxisType) for k in known):
+        return None
+    return _RULES[expr.linearity](known, op, axis)
+
+
+# --------------------------------------------------------------------------
+# Duality
+# --------------------------------------------------------------------------
+
+_DUAL_KIND = {Kind.R: Kind.P, Kind.P: Kind.R, Kind.I: Kind.I, Kind.V: Kind.V}
+
+
+def dual(axis_type: AxisType) -> AxisType:
+    """The gradient's type: R <-> P, I <-> I, V <-> V (a shard keeps its dim)."""
+    return AxisType(_DUAL_KIND[axis_type.kind], axis_type.shard)
+
+
+# --------------------------------------------------------------------------
+# Transitions: collectives and casts
+# --------------------------------------------------------------------------
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+CASTS = ("reinterpret", "convert")
+IMPLICIT_PARTIAL = ("all_reduce", "reduce_scatter")
+"""Collectives that accept src=V as shorthand for reinterpret(V,P) then src=P."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation with its src/dst, e.g. ``all_reduce(P, I)``."""
+
+    op: str
+    src: AxisType
+    dst: AxisType
+
+    def call(self, axis: str, tensor: str = "x", expert: bool = False) -> str:
+        """The call the user writes: ``all_reduce(x, tp, src=P, dst=I)``."""
+        flag = ", expert_mode=True" if expert else ""
+        return f"{self.op}({tensor}, {axis}, src={self.src}, dst={self.dst}{flag})"
+
+    def __str__(self) -> str:
+        return f"{self.op}({self.src},{self.dst})"
+
+
+R, I, V, P = Kind.R, Kind.I, Kind.V, Kind.P  # noqa: E741
+
+# (op, src kind, dst kind) -> needs expert_mode.  The table of seed 000 "Comms by
+# state transition" plus DESIGN section 2's additions: convert(I,R) (identity
+# forward, all-reduce backward, Megatron's copy_to_tensor_model_parallel_region)
+# and its gated mirror convert(R,I).  reinterpret(I,P) is deliberately absent.
+_TRANSITIONS: dict[tuple[str, Kind, Kind], bool] = {
+    ("reinterpret", R, I): True,
+    ("reinterpret", R, V): True,
+    ("reinterpret", R, P): True,
+    ("reinterpret", I, R): False,
+    ("reinterpret", I, V): False,
+    ("reinterpret", V, P): False,
+    ("convert", R, V): False,
+    ("convert", R, P): False,
+    ("convert", I, R): False,
+    ("convert", R, I): True,
+    ("convert", I, V): False,
+    ("convert", I, P): True,
+    ("convert", V, P): True,
+    ("all_reduce", P, R): False,
+    ("all_reduce", P, I): False,
+    ("all_gather", V, R): False,
+    ("all_gather", V, I): False,
+    ("reduce_scatter", P, V): False,
+    ("all_to_all", V, V): False,
+}
+
+_EXPERT_REASON = {
+    ("reinterpret", R, I): "treats a replicate value as invariant; it is the backward "
+    "of convert(I,P) and has no natural forward use",
+    ("reinterpret", R, V): "declares N copies of a replicated value as varying; to "
+    "shard a replicated value use convert(x, {axis}, src=R, dst=V) or dst=S(i)",
+    ("reinterpret", R, P): "scales the value by the axis size (each rank's copy joins "
+    "the pending sum); to keep the value use convert(x, {axis}, src=R, dst=P)",
+    ("convert", R, I): "drops the gradient reduction of a replicate value; it is "
+    "reinterpret(R,I) and has no natural forward use",
+    ("convert", I, P): "zeros every rank but rank 0; it is the backward of "
+    "reinterpret(R,I)",
+    ("convert", V, P): "zero-pads each rank's part into a partial sum; it is the "
+    "backward of convert(R,V)",
+}
+
+# The semantics-preserving route between two types (redistribute's table, and
+# what an error suggests instead of an invalid pair).
+_ROUTE: dict[tuple[Kind, Kind], str] = {
+    (R, I): "convert",
+    (R, V): "convert",
+    (R, P): "convert",
+    (I, R): "convert",
+    (I, V): "convert",
+    (I, P): "convert",
+    (V, R): "all_gather",
+    (V, I): "all_gather",
+    (V, V): "all_to_all",
+    (V, P): "convert",
+    (P, R): "all_reduce",
+    (P, I): "all_reduce",
+    (P, V): "reduce_scatter",
+}
+
+
+def route(src: AxisType, dst: AxisType) -> Step | None:
+    """The semantics-preserving operation from ``src`` to ``dst`` (None: no-op).
+
+    This is ``redistribute``'s routing table: comms where the value must move,
+    ``convert`` where a local change keeps the meaning.
+    """
+    if src == dst or (src.kind is dst.kind and src.kind is not V):
+        return None
+    if src.kind is V and dst.kind is V and (src.shard is None or dst.shard is None):
+        # V and S(i) are the same local type; only S(i)->S(j) moves data.
+        return None
+    return Step(_ROUTE[(src.kind, dst.kind)], src, dst)
+
+
+def _allowed_forms(op: str, src: AxisType, dst: AxisType) -> bool:
+    """Shape constraints beyond the kinds: all_to_all pairs V/V or S/S."""
+    if op == "all_to_all":
+        return (src.shard is None) == (dst.shard is None)
+    if op == "reinterpret":
+        # A reinterpret never changes the local tensor, so it has no shard
+        # dim to choose: a shard in or out means convert.
+        return dst.shard is None
+    return True
+
+
+def _instead(src: AxisType, dst: AxisType, axis: str) -> str:
+    step = route(src, dst)
+    if step is None and src != dst:
+        # V vs S(i): the same local type, only the collective's form differs.
+        shard = src.shard if src.shard is not None else dst.shard
+        return (
+            f"all_to_all(x, {axis}, src=S(i), dst=S(j)) with both as shards, or src=V, "
+            f"dst=V (here S({shard}) and V are mixed)"
+        )
+    if step is None:
+        return f"nothing: the input already is {dst.on(axis)}"
+    expert = _TRANSITIONS.get((step.op, src.kind, dst.kind), False)
+    return step.call(axis, expert=expert)
+
+
+def transition(
+    op: str,
+    src: AxisType,
+    dst: AxisType,
+    axis: str,
+    expert_mode: bool = False,
+) -> AxisType:
+    """The result type of ``op(x, axis, src=src, dst=dst)``, or why it is invalid.
+
+    ``op`` is a collective, a cast, or ``redistribute``.  Errors:
+    ``spmd-invalid-transition`` for a reinterpret/convert pair that does not
+    exist, ``spmd-collective`` for a collective given a src/dst it does not
+    take, ``spmd-expert-mode`` for a gated pair without ``expert_mode=True``.
+    Each names the operation to call instead.
+    """
+    if op == "redistribute":
+        return dst  # every pair of types has a route
+    if op in IMPLICIT_PARTIAL and src.kind is V:
+        src = Partial  # src=V means reinterpret(V,P) first (seed 000)
+    code = Code.INVALID_TRANSITION if op in CASTS else Code.COLLECTIVE
+    if op in CASTS and src == dst:
+        return dst
+    gated = _TRANSITIONS.get((op, src.kind, dst.kind))
+    if gated is None or not _allowed_forms(op, src, dst):
+        raise SpmdTypeError(
+            code,
+            axis,
+            f"{op}(src={src}, dst={dst}) does not exist on axis {axis}"
+            f"{_why_not(op, src, dst)}. Fix: use {_instead(src, dst, axis)}.",
+        )
+    if gated and not expert_mode:
+        reason = _EXPERT_REASON[(op, src.kind, dst.kind)].format(axis=axis)
+        raise SpmdTypeError(
+            Code.EXPERT_MODE,
+            axis,
+            f"{op}(src={src}, dst={dst}) on axis {axis} {reason}. If that is what you "
+            f"mean, pass expert_mode=True: {Step(op, src, dst).call(axis, expert=True)}.",
+        )
+    return dst
+
+
+def _why_not(op: str, src: AxisType, dst: AxisType) -> str:
+    if op == "reinterpret" and src.kind is P:
+        return " (a pending sum can only be resolved by communication)"
+    if op == "reinterpret" and (src.kind, dst.kind) == (I, P):
+        return " (reinterpret(I,P) would scale the value by the axis size)"
+    if op == "convert" and src.kind is P:
+        return " (a pending sum can only be resolved by communication)"
+    if op in CASTS and src.kind is V and dst.kind in (R, I):
+        return " (the ranks hold different data: gathering it is communication)"
+    if op == "all_to_all":
+        return " (all_to_all maps V to V or S(i) to S(j))"
+    if op in CASTS and src.kind is V and dst.kind is V:
+        return " (changing the shard dim moves data between ranks)"
+    if op == "reinterpret" and dst.shard is not None:
+        return " (a reinterpret never moves data, so it cannot pick a shard dim)"
+    return ""
+
+
+def check_source(op: str, declared: AxisType, actual: AxisType, axis: str) -> None:
+    """The input's actual type must be the declared ``src`` (V and S(i) agree).
+
+    Raises ``spmd-collective`` naming the operation that fits the actual type.
+    """
+    if actual.local == declared.local:
+        return
+    raise SpmdTypeError(
+        Code.COLLECTIVE,
+        axis,
+        f"{op} is told src={declared}, but the input is {actual.on(axis)} on axis {axis}. "
+        f"Fix: pass src={actual}, or first {_instead(actual, declared, axis)}.",
+    )
+
+
+# Seed 000 "Comms by forwards-backwards", by (op, src kind, dst kind).  The
+# backward op's src/dst are always (dual(dst), dual(src)); a test checks that.
+_BACKWARD: dict[tuple[str, Kind, Kind], str] = {
+    ("reinterpret", R, I): "convert",
+    ("reinterpret", R, V): "reinterpret",
+    ("reinterpret", R, P): "reinterpret",
+    ("reinterpret", I, R): "all_reduce",
+    ("reinterpret", I, V): "all_reduce",
+    ("reinterpret", V, P): "reinterpret",
+    ("convert", R, V): "convert",
+    ("convert", R, P): "convert",
+    ("convert", I, R): "all_reduce",
+    ("convert", R, I): "convert",
+    ("convert", I, V): "all_gather",
+    ("convert", I, P): "reinterpret",
+    ("convert", V, P): "convert",
+    ("all_reduce", P, R): "all_reduce",
+    ("all_reduce", P, I): "reinterpret",
+    ("all_gather", V, R): "reduce_scatter",
+    ("all_gather", V, I): "convert",
+    ("reduce_scatter", P, V): "all_gather",
+    ("all_to_all", V, V): "all_to_all",
+}
+
+
+def backward_of(op: str, src: AxisType, dst: AxisType) -> Step:
+    """The operation autograd runs for ``op(src, dst)``'s gradient.
+
+    ``src``/``dst`` must be a valid pair of :func:`transition` with the
+    implicit ``reinterpret(V,P)`` of ``all_reduce``/``reduce_scatter``
+    already applied.  A returned ``all_reduce(V, I)`` (the backward of
+    ``reinterpret(I,V)``) means that same implicit form.
+
+    >>> str(backward_of("all_gather", Varying, Replicate))
+    'reduce_scatter(P,V)'
+    >>> str(backward_of("reinterpret", Invariant, Replicate))
+    'all_reduce(P,I)'
+    """
+    return Step(_BACKWARD[(op, src.kind, dst.kind)], dual(dst), dual(src))
+
+
+def transitions() -> list[tuple[str, Kind, Kind, bool]]:
+    """Every valid (op, src kind, dst kind, needs expert_mode), for docs and tests."""
+    return [(op, s, d, gated) for (op, s, d), gated in _TRANSITIONS.items()]

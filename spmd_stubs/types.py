@@ -1,0 +1,215 @@
+"""The annotation vocabulary: ``Tensor[R@tp, V@dp]`` and friends.
+
+Everything here is erasable.  At runtime ``Tensor[...]`` *is*
+``torch.Tensor``, so ``typing.get_type_hints``, ``inspect.signature`` and
+``torch.compile`` see ordinary tensors; the SPMD meaning exists only for the
+type checker (``spmd_mypy``).
+
+Two spellings mean the same type::
+
+    Tensor[R@tp, V@dp, S(0)@cp]          # the headline form
+    Tensor[R[tp], V[dp], S[0, cp]]       # canonical: aliases, cast(), pyright
+
+The canonical form is the one to use where the ``@`` form cannot be read back
+from source: type aliases, ``typing.cast`` and quoted annotations.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, Union
+
+from typing_extensions import TypeVarTuple, Unpack
+
+from spmd_stubs import algebra
+
+__all__ = [
+    "MeshAxis",
+    "R",
+    "I",
+    "V",
+    "P",
+    "S",
+    "Tensor",
+    "AxisAnnotation",
+    "SpmdTypeLike",
+    "assert_type",
+]
+
+_Axis = TypeVar("_Axis")
+_AxisTypes = TypeVarTuple("_AxisTypes")
+
+
+class MeshAxis:
+    """Subclass to declare a mesh axis; the class name is the axis name.
+
+    ``class edp(MeshAxis): ...`` declares the axis ``edp``.  At runtime the
+    axis is bound to a process group by :func:`spmd_stubs.bind_mesh` (by
+    ``mesh_dim_names``) or :func:`spmd_stubs.bind_groups`.
+    """
+
+    axis_name: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.axis_name = cls.__name__
+
+
+def axis_name(axis: type[MeshAxis]) -> str:
+    """The name of a ``MeshAxis`` subclass (its class name)."""
+    if isinstance(axis, type) and issubclass(axis, MeshAxis) and axis is not MeshAxis:
+        return axis.axis_name
+    raise TypeError(
+        f"expected a mesh axis (a MeshAxis subclass such as tp), got {axis!r}; "
+        "declare one with `class myaxis(MeshAxis): ...`"
+    )
+
+
+class AxisAnnotation:
+    """``R@tp`` at runtime: one axis's type, as written in an annotation."""
+
+    __slots__ = ("axis", "type")
+
+    def __init__(self, axis_type: algebra.AxisType, axis: type[MeshAxis]) -> None:
+        self.type = axis_type
+        self.axis = axis
+
+    def __repr__(self) -> str:
+        return self.type.on(axis_name(self.axis))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, AxisAnnotation)
+            and (self.type, self.axis) == (other.type, other.axis)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.axis))
+
+
+class _LocalTypeMeta(type):
+    """Lets the classes ``R, I, V, P`` be written ``R@tp`` in annotations."""
+
+    spmd_type: algebra.AxisType
+
+    def __matmul__(cls, axis: type[MeshAxis]) -> AxisAnnotation:
+        return AxisAnnotation(cls.spmd_type, axis)
+
+    def __repr__(cls) -> str:
+        return str(cls.spmd_type)
+
+
+class R(Generic[_Axis], metaclass=_LocalTypeMeta):
+    """Replicate: the same value on every rank, gradient Partial."""
+
+    spmd_type = algebra.Replicate
+
+
+class I(Generic[_Axis], metaclass=_LocalTypeMeta):  # noqa: E742 -- the seed's name
+    """Invariant: the same value on every rank, gradient Invariant."""
+
+    spmd_type = algebra.Invariant
+
+
+class V(Generic[_Axis], metaclass=_LocalTypeMeta):
+    """Varying: a different value on each rank, gradient Varying."""
+
+    spmd_type = algebra.Varying
+
+
+class P(Generic[_Axis], metaclass=_LocalTypeMeta):
+    """Partial: per-rank parts of a pending sum, gradient Replicate."""
+
+    spmd_type = algebra.Partial
+
+
+class S:
+    """Shard: ``S(i)`` is V whose global meaning is ``cat(parts, dim=i)``.
+
+    ``S(0)@tp`` in an annotation, ``src=S(-1)`` in a collective,
+    ``S[0, tp]`` in the canonical annotation form.
+    """
+
+    __slots__ = ("dim", "spmd_type")
+
+    def __init__(self, dim: int) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"S(dim) takes an int tensor dim, got {dim!r}")
+        self.dim = dim
+        self.spmd_type = algebra.Shard(dim)
+
+    def __matmul__(self, axis: type[MeshAxis]) -> AxisAnnotation:
+        return AxisAnnotation(self.spmd_type, axis)
+
+    def __class_getitem__(cls, params: Any) -> Any:
+        dim, axis = params
+        return AxisAnnotation(algebra.Shard(dim), axis)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, S) and other.dim == self.dim
+
+    def __hash__(self) -> int:
+        return hash(("S", self.dim))
+
+    def __repr__(self) -> str:
+        return f"S({self.dim})"
+
+
+SpmdTypeLike = Union[_LocalTypeMeta, S]
+"""What ``src=``/``dst=`` accept: one of the classes R, I, V, P or an ``S(i)``."""
+
+
+def to_axis_type(value: Any) -> algebra.AxisType:
+    """``R`` / ``S(0)`` (as passed to ``src=``/``dst=``) -> the algebra's type."""
+    if isinstance(value, S):
+        return value.spmd_type
+    if isinstance(value, _LocalTypeMeta):
+        return value.spmd_type
+    raise TypeError(f"expected one of R, I, V, P or S(dim) as src/dst, got {value!r}")
+
+
+if TYPE_CHECKING:
+    import torch
+
+    class Tensor(torch.Tensor, Generic[Unpack[_AxisTypes]]):
+        """A ``torch.Tensor`` with an SPMD type per mesh axis."""
+
+else:
+
+    class _ErasedTensorMeta(type):
+        def __getitem__(cls, params: Any) -> Any:
+            import torch
+
+            return torch.Tensor
+
+        def __instancecheck__(cls, instance: Any) -> bool:
+            import torch
+
+            return isinstance(instance, torch.Tensor)
+
+        def __subclasscheck__(cls, subclass: Any) -> bool:
+            import torch
+
+            return issubclass(subclass, torch.Tensor)
+
+    class Tensor(metaclass=_ErasedTensorMeta):
+        """A ``torch.Tensor`` with an SPMD type per mesh axis.
+
+        ``Tensor[...]`` evaluates to ``torch.Tensor``; instances are plain
+        tensors.
+        """
+
+
+_T = TypeVar("_T")
+
+
+def assert_type(x: _T, *axis_types: Any) -> _T:
+    """Return ``x``, declaring (or checking) its SPMD type.
+
+    ``x = assert_type(x, V@dp, I@tp)`` refines an unknown tensor for the
+    checker, and is an ``spmd-assert`` error where x's known type differs.
+    At runtime it only checks that the arguments are ``TYPE@axis`` forms.
+    """
+    for annotation in axis_types:
+        if not isinstance(annotation, AxisAnnotation):
+            raise TypeError(f"assert_type takes TYPE@axis arguments such as R@tp, got {annotation!r}")
+    return x

@@ -420,7 +420,9 @@ def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisTy
         )
     if isinstance(selector, AxisType) and selector.kind is Kind.V:
         return _multilinear([selector, data], op, axis)
-    return Replicate if isinstance(data, Scalar) else data.local
+    # A replicated selector is neutral: it gets no gradient, so R and I
+    # selectors both keep the data's type (a scalar takes the selector's).
+    return selector.local if isinstance(data, Scalar) else data.local
 
 
 _RULES = {
@@ -620,12 +622,12 @@ def transition(
     """
     if op == "redistribute":
         return dst  # every pair of types has a route
-    if op in IMPLICIT_PARTIAL and src.kind is V:
-        src = Partial  # src=V means reinterpret(V,P) first (seed 000)
     code = Code.INVALID_TRANSITION if op in CASTS else Code.COLLECTIVE
     if op in CASTS and src == dst:
         return dst
-    gated = _TRANSITIONS.get((op, src.kind, dst.kind))
+    # src=V means reinterpret(V,P) first (seed 000 on all_reduce).
+    table_src = Partial if op in IMPLICIT_PARTIAL and src.kind is V else src
+    gated = _TRANSITIONS.get((op, table_src.kind, dst.kind))
     if gated is None or not _allowed_forms(op, src, dst):
         raise SpmdTypeError(
             code,

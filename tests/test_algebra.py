@@ -1,0 +1,415 @@
+"""The type algebra against every cell of seed 000's tables.
+
+The expected tables below are transcribed from the seed (and DESIGN section 2
+where it adds to the seed), independently of the algebra's own tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+import pytest
+
+from spmd_stubs import algebra
+from spmd_stubs.algebra import (
+    SCALAR,
+    Apply,
+    Arg,
+    AxisType,
+    Code,
+    Invariant,
+    Linearity,
+    Partial,
+    Replicate,
+    Shard,
+    SpmdTypeError,
+    Step,
+    TensorType,
+    Varying,
+    backward_of,
+    check_source,
+    dual,
+    evaluate,
+    route,
+    transition,
+)
+
+T = {"R": Replicate, "I": Invariant, "V": Varying, "P": Partial}
+ALL_TYPES = [Replicate, Invariant, Varying, Partial, Shard(0), Shard(-1)]
+
+# Seed 000 "Comms by state transition", plus DESIGN section 2's convert(I,R)
+# (Megatron's copy_to_tensor_model_parallel_region) and its gated mirror
+# convert(R,I).  "*" marks the expert_mode gate of seed 000 "Expert mode".
+SEED_TRANSITIONS = """
+reinterpret R I *
+reinterpret R V *
+reinterpret R P *
+convert     R V
+convert     R P
+reinterpret I R
+reinterpret I V
+convert     I V
+convert     I P *
+convert     I R
+convert     R I *
+all_gather  V R
+all_gather  V I
+all_to_all  V V
+reinterpret V P
+convert     V P *
+all_reduce  P R
+all_reduce  P I
+reduce_scatter P V
+"""
+
+# Seed 000 "Comms by forwards-backwards" (both directions as printed), with
+# convert(I,R) behaving as reinterpret(I,R) and convert(R,I) as reinterpret(R,I).
+SEED_BACKWARDS = """
+reinterpret R I   convert I P
+reinterpret R V   reinterpret V P
+convert R V       convert V P
+reinterpret R P   reinterpret R P
+convert R P       convert R P
+reinterpret I R   all_reduce P I
+convert I R       all_reduce P I
+convert R I       convert I P
+convert I V       all_gather V I
+convert I P       reinterpret R I
+all_gather V R    reduce_scatter P V
+all_gather V I    convert I V
+all_to_all V V    all_to_all V V
+reinterpret V P   reinterpret R V
+convert V P       convert R V
+all_reduce P R    all_reduce P R
+all_reduce P I    reinterpret I R
+reduce_scatter P V   all_gather V R
+reinterpret I V   all_reduce V I
+"""
+
+
+def _parse_transitions() -> dict[tuple[str, str, str], bool]:
+    table = {}
+    for line in SEED_TRANSITIONS.strip().splitlines():
+        op, src, dst, *gate = line.split()
+        table[(op, src, dst)] = bool(gate)
+    return table
+
+
+def _parse_backwards() -> dict[tuple[str, str, str], tuple[str, str, str]]:
+    table = {}
+    for line in SEED_BACKWARDS.strip().splitlines():
+        fop, fsrc, fdst, bop, bsrc, bdst = line.split()
+        table[(fop, fsrc, fdst)] = (bop, bsrc, bdst)
+    return table
+
+
+EXPECTED_TRANSITIONS = _parse_transitions()
+EXPECTED_BACKWARDS = _parse_backwards()
+OPS = ("reinterpret", "convert", "all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
+@pytest.mark.parametrize(
+    "op,src,dst", list(itertools.product(OPS, "RIVP", "RIVP")), ids=lambda v: str(v)
+)
+def test_transition_cell(op: str, src: str, dst: str) -> None:
+    """Every (op, src, dst) cell: valid, gated, or invalid with a better call named."""
+    expected = EXPECTED_TRANSITIONS.get((op, src, dst))
+    implicit_partial = op in ("all_reduce", "reduce_scatter") and src == "V"
+    if implicit_partial:
+        # src=V means reinterpret(V,P) first (seed 000 on all_reduce).
+        expected = EXPECTED_TRANSITIONS.get((op, "P", dst))
+    if src == dst and op in ("reinterpret", "convert"):
+        assert transition(op, T[src], T[dst], "tp") == T[dst]
+        return
+    if expected is None:
+        with pytest.raises(SpmdTypeError) as err:
+            transition(op, T[src], T[dst], "tp", expert_mode=True)
+        wanted = Code.INVALID_TRANSITION if op in ("reinterpret", "convert") else Code.COLLECTIVE
+        assert err.value.code is wanted
+        _assert_teaches(err.value, "tp")
+        suggested = route(T[src], T[dst])
+        if suggested is not None:
+            assert f"{suggested.op}(x, tp, src={src}, dst={dst}" in str(err.value)
+        return
+    if expected:
+        with pytest.raises(SpmdTypeError) as err:
+            transition(op, T[src], T[dst], "tp")
+        assert err.value.code is Code.EXPERT_MODE
+        assert f"{op}(x, tp, src={src}, dst={dst}, expert_mode=True)" in str(err.value)
+    assert transition(op, T[src], T[dst], "tp", expert_mode=True) == T[dst]
+
+
+def test_table_has_no_extra_transitions() -> None:
+    got = {(op, s.value, d.value): gated for op, s, d, gated in algebra.transitions()}
+    assert got == EXPECTED_TRANSITIONS
+
+
+@pytest.mark.parametrize("fwd", sorted(EXPECTED_BACKWARDS), ids=" ".join)
+def test_backward_cell(fwd: tuple[str, str, str]) -> None:
+    op, src, dst = fwd
+    got = backward_of(op, T[src], T[dst])
+    assert (got.op, str(got.src), str(got.dst)) == EXPECTED_BACKWARDS[fwd]
+
+
+@pytest.mark.parametrize("fwd", sorted(EXPECTED_BACKWARDS), ids=" ".join)
+def test_backward_types_are_the_duals(fwd: tuple[str, str, str]) -> None:
+    """A backward maps dual(dst) to dual(src): the gradient types of seed 000."""
+    op, src, dst = fwd
+    step = backward_of(op, T[src], T[dst])
+    assert (step.src, step.dst) == (dual(T[dst]), dual(T[src]))
+
+
+def test_backward_of_backward_is_forward() -> None:
+    for (op, src, dst), (bop, bsrc, bdst) in EXPECTED_BACKWARDS.items():
+        if (bop, bsrc, bdst) in EXPECTED_BACKWARDS and (op, src, dst) not in (
+            ("convert", "I", "R"),
+            ("convert", "R", "I"),
+        ):
+            again = backward_of(bop, T[bsrc], T[bdst])
+            assert (again.op, str(again.src), str(again.dst)) == (op, src, dst)
+
+
+def test_every_valid_transition_has_a_backward() -> None:
+    for op, src, dst, _ in algebra.transitions():
+        step = backward_of(op, AxisType(src), AxisType(dst))
+        bsrc = Partial if step.op in algebra.IMPLICIT_PARTIAL and step.src.kind.value == "V" else step.src
+        transition(step.op, bsrc, step.dst, "tp", expert_mode=True)
+
+
+def test_shards_keep_their_dim_through_duality() -> None:
+    assert dual(Shard(-1)) == Shard(-1)
+    assert backward_of("all_gather", Shard(0), Replicate) == Step("reduce_scatter", Partial, Shard(0))
+    assert backward_of("all_to_all", Shard(0), Shard(1)) == Step("all_to_all", Shard(1), Shard(0))
+    assert backward_of("convert", Invariant, Shard(-1)) == Step("all_gather", Shard(-1), Invariant)
+
+
+def test_dual_table() -> None:
+    """Seed 000: R <-> P, I <-> I, V <-> V, and dual is an involution."""
+    assert [str(dual(T[k])) for k in "RIVP"] == ["P", "I", "V", "R"]
+    for t in ALL_TYPES:
+        assert dual(dual(t)) == t
+
+
+def test_shard_transitions() -> None:
+    assert transition("convert", Replicate, Shard(0), "tp") == Shard(0)
+    assert transition("convert", Invariant, Shard(-1), "tp") == Shard(-1)
+    assert transition("all_gather", Shard(0), Replicate, "tp") == Replicate
+    assert transition("reduce_scatter", Partial, Shard(1), "tp") == Shard(1)
+    assert transition("all_to_all", Shard(0), Shard(1), "tp") == Shard(1)
+    assert transition("convert", Shard(0), Partial, "tp", expert_mode=True) == Partial
+    with pytest.raises(SpmdTypeError, match="use all_to_all"):
+        transition("convert", Shard(0), Shard(1), "tp")
+    with pytest.raises(SpmdTypeError, match="V to V or S"):
+        transition("all_to_all", Varying, Shard(1), "tp")
+    with pytest.raises(SpmdTypeError, match="cannot pick a shard dim"):
+        transition("reinterpret", Invariant, Shard(0), "tp")
+
+
+# Seed 000 "Comms by API": redistribute's routing, plus the no-comm ones.
+SEED_ROUTES = {
+    ("S0", "R"): "all_gather",
+    ("S0", "I"): "all_gather",
+    ("P", "R"): "all_reduce",
+    ("P", "I"): "all_reduce",
+    ("P", "S0"): "reduce_scatter",
+    ("S0", "S1"): "all_to_all",
+    ("R", "I"): "convert",
+    ("I", "R"): "convert",
+    ("R", "V"): "convert",
+    ("R", "P"): "convert",
+    ("I", "V"): "convert",
+    ("I", "P"): "convert",
+    ("V", "P"): "convert",
+}
+
+
+@pytest.mark.parametrize("pair", sorted(SEED_ROUTES), ids="->".join)
+def test_route(pair: tuple[str, str]) -> None:
+    parse = {"S0": Shard(0), "S1": Shard(1), **T}
+    src, dst = parse[pair[0]], parse[pair[1]]
+    step = route(src, dst)
+    assert step is not None and step.op == SEED_ROUTES[pair]
+    transition(step.op, src, dst, "tp", expert_mode=True)  # the route is a valid call
+    assert transition("redistribute", src, dst, "tp") == dst
+
+
+def test_route_noop() -> None:
+    for t in ALL_TYPES:
+        assert route(t, t) is None
+    assert route(Varying, Shard(0)) is None
+
+
+def test_reinterpret_invariant_partial_is_invalid_with_fix() -> None:
+    """DESIGN's deliberate divergence: reinterpret(I,P) is not a reinterpret."""
+    with pytest.raises(SpmdTypeError) as err:
+        transition("reinterpret", Invariant, Partial, "tp", expert_mode=True)
+    assert err.value.code is Code.INVALID_TRANSITION
+    assert "convert(x, tp, src=I, dst=P, expert_mode=True)" in str(err.value)
+
+
+# ---------------------------------------------------------------------------
+# Op typing rules (seed 000 "Local SPMD", DESIGN section 2), per linearity.
+# ---------------------------------------------------------------------------
+
+S = SCALAR
+E_MUL, E_AFF, E_NL = Code.PARTIAL_MUL, Code.PARTIAL_AFFINE, Code.PARTIAL_NONLINEAR
+E_VAR, E_INV = Code.PARTIAL_VARYING, Code.INVARIANT_MIX
+
+# Binary ops over {R, I, V, P, scalar}: the expected result or error code.
+_PLAIN = {
+    ("R", "R"): "R", ("R", "V"): "V", ("V", "V"): "V", ("I", "I"): "I",
+    ("R", "s"): "R", ("V", "s"): "V", ("I", "s"): "I",
+    ("I", "R"): E_INV, ("I", "V"): E_INV,
+}  # fmt: skip
+BINARY_RULES = {
+    Linearity.NONLINEAR: {
+        **_PLAIN,
+        ("P", "P"): E_NL, ("P", "R"): E_NL, ("P", "V"): E_NL, ("P", "I"): E_NL, ("P", "s"): E_NL,
+    },
+    Linearity.ADDITIVE: {
+        **_PLAIN,
+        ("P", "P"): "P", ("P", "R"): E_AFF, ("P", "s"): E_AFF, ("P", "V"): E_VAR, ("P", "I"): E_INV,
+    },
+    Linearity.MULTILINEAR: {
+        **_PLAIN,
+        ("P", "P"): E_MUL, ("P", "R"): "P", ("P", "s"): "P", ("P", "V"): E_VAR, ("P", "I"): E_INV,
+    },
+}  # fmt: skip
+
+
+def _operand(name: str) -> AxisType | algebra.Scalar:
+    return SCALAR if name == "s" else T[name]
+
+
+def _binary_cases() -> list[tuple[Linearity, str, str, object]]:
+    cases = []
+    for linearity, table in BINARY_RULES.items():
+        for (a, b), expected in table.items():
+            cases.append((linearity, a, b, expected))
+            if a != b:
+                cases.append((linearity, b, a, expected))  # rules are symmetric
+    return cases
+
+
+@pytest.mark.parametrize("linearity,a,b,expected", _binary_cases())
+def test_binary_rule(linearity: Linearity, a: str, b: str, expected: object) -> None:
+    expr = Apply(linearity, Arg(0), Arg(1))
+    operands = [_operand(a), _operand(b)]
+    if isinstance(expected, Code):
+        with pytest.raises(SpmdTypeError) as err:
+            evaluate(expr, operands, "op", "tp")
+        assert err.value.code is expected
+        _assert_teaches(err.value, "tp")
+    else:
+        assert evaluate(expr, operands, "op", "tp") == T[expected]
+
+
+def test_binary_tables_cover_every_pair() -> None:
+    names = ["R", "I", "V", "P", "s"]
+    for table in BINARY_RULES.values():
+        covered = set(table) | {(b, a) for a, b in table}
+        missing = {(a, b) for a in names for b in names} - covered - {("s", "s")}
+        assert not missing
+
+
+@pytest.mark.parametrize("name", "RIVP")
+def test_linear_unary_keeps_every_type(name: str) -> None:
+    assert evaluate(Apply(Linearity.LINEAR, Arg(0)), [T[name]], "neg", "tp") == T[name]
+
+
+def test_local_op_on_shard_gives_varying() -> None:
+    assert evaluate(Apply(Linearity.LINEAR, Arg(0)), [Shard(0)], "view", "tp") == Varying
+    assert evaluate(Apply(Linearity.NONLINEAR, Arg(0)), [Shard(-1)], "gelu", "tp") == Varying
+
+
+SELECT_RULES = {
+    ("R", "P"): "P", ("I", "P"): "P", ("R", "I"): "I", ("I", "R"): "R", ("R", "V"): "V",
+    ("V", "R"): "V", ("V", "V"): "V", ("V", "I"): E_INV, ("V", "P"): E_VAR,
+    ("P", "R"): E_NL, ("P", "P"): E_NL, ("R", "s"): "R", ("I", "s"): "I", ("V", "s"): "V",
+    ("s", "P"): "P",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("selector,data", sorted(SELECT_RULES))
+def test_select_rule(selector: str, data: str) -> None:
+    """Masks and indices get no gradient: only a varying or partial selector matters."""
+    expected = SELECT_RULES[(selector, data)]
+    expr = Apply(Linearity.SELECT, Arg(0), Arg(1))
+    operands = [_operand(selector), _operand(data)]
+    if isinstance(expected, Code):
+        with pytest.raises(SpmdTypeError) as err:
+            evaluate(expr, operands, "where", "tp")
+        assert err.value.code is expected
+    else:
+        assert evaluate(expr, operands, "where", "tp") == T[expected]
+
+
+def test_composite_linear_with_bias_is_affine() -> None:
+    """linear(x, w, b) = x @ w.T + b: a Partial input plus a replicated bias is affine."""
+    linear = Apply(Linearity.ADDITIVE, Apply(Linearity.MULTILINEAR, Arg(0), Arg(1)), Arg(2))
+    assert evaluate(linear, [Partial, Replicate, Partial], "linear", "tp") == Partial
+    assert evaluate(linear, [Varying, Shard(0), Varying], "linear", "tp") == Varying
+    with pytest.raises(SpmdTypeError) as err:
+        evaluate(linear, [Partial, Replicate, Replicate], "linear", "tp")
+    assert err.value.code is Code.PARTIAL_AFFINE
+
+
+def test_unknown_operands_are_left_out() -> None:
+    mul = Apply(Linearity.MULTILINEAR, Arg(0), Arg(1))
+    assert evaluate(mul, [Partial, None], "mul", "tp") == Partial
+    assert evaluate(mul, [None, None], "mul", "tp") is None
+    assert evaluate(mul, [None, SCALAR], "mul", "tp") is None
+
+
+def test_nary_additive_all_partial() -> None:
+    cat = Apply(Linearity.ADDITIVE, Arg(0), Arg(1), Arg(2))
+    assert evaluate(cat, [Partial, Partial, Partial], "cat", "tp") == Partial
+    with pytest.raises(SpmdTypeError):
+        evaluate(cat, [Partial, Partial, Replicate], "cat", "tp")
+
+
+def test_check_source() -> None:
+    check_source("all_gather", Shard(0), Varying, "tp")  # V and S(i) agree locally
+    check_source("all_reduce", Partial, Partial, "tp")
+    with pytest.raises(SpmdTypeError) as err:
+        check_source("all_reduce", Partial, Replicate, "tp")
+    assert err.value.code is Code.COLLECTIVE
+    assert "R@tp" in str(err.value) and "src=R" in str(err.value)
+
+
+def _assert_teaches(err: SpmdTypeError, axis: str) -> None:
+    """Errors teach: they name the axis, show types as TYPE@axis, and give a fix."""
+    text = str(err)
+    assert err.axis == axis
+    assert f"axis {axis}" in text
+    assert "Fix:" in text
+    assert "src=" in text and "dst=" in text
+
+
+# ---------------------------------------------------------------------------
+# Text forms
+# ---------------------------------------------------------------------------
+
+
+def test_tensor_type_text_round_trip() -> None:
+    t = TensorType.parse("V@dp, S(-1)@tp, P@cp")
+    assert t.canonical() == "P@cp,V@dp,S(-1)@tp"
+    assert TensorType.parse(t.canonical()) == t
+    assert str(t) == "P@cp, V@dp, S(-1)@tp"
+
+
+@pytest.mark.parametrize("bad", ["X@tp", "R", "R@tp,V@tp", "S@tp", "S(x)@tp", "R@"])
+def test_tensor_type_parse_rejects(bad: str) -> None:
+    with pytest.raises(ValueError):
+        TensorType.parse(bad)
+
+
+def test_algebra_imports_neither_torch_nor_mypy() -> None:
+    code = (
+        "import sys, spmd_stubs.algebra, spmd_stubs.types, spmd_stubs.axes;"
+        "bad = {'torch', 'mypy'} & {m.split('.')[0] for m in sys.modules};"
+        "sys.exit(1 if bad else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

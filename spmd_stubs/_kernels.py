@@ -1,0 +1,238 @@
+"""The forward kernel of every cell of the algebra's transition table.
+
+A kernel maps the local tensor of one rank to its result, given the group
+(:class:`Comm`) and the src/dst types.  The varying side of an operation is
+laid out by its type: ``V`` stacks/unbinds on a new leading dim, ``S(i)``
+concatenates/splits on dim ``i`` (negative dims count from the end, uneven
+parts where ``split_sizes`` says so).  Backwards are not written here: they are
+the kernels of the operations :func:`spmd_stubs.algebra.backward_of` names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+
+from spmd_stubs import algebra
+from spmd_stubs._ranks import per_rank
+from spmd_stubs.algebra import AxisType, Kind
+
+__all__ = ["Comm", "KERNELS", "Kernel"]
+
+
+@dataclass(frozen=True)
+class Comm:
+    """Where an operation runs: the group, its size, uneven part sizes, the axis label."""
+
+    group: dist.ProcessGroup
+    size: int
+    split_sizes: Optional[tuple[int, ...]]
+    axis: str
+
+
+Kernel = Callable[[torch.Tensor, Comm, AxisType, AxisType], torch.Tensor]
+
+
+# --------------------------------------------------------------------------
+# Layout of the varying side: parts per rank
+# --------------------------------------------------------------------------
+
+
+def _part_sizes(comm: Comm, length: int, dim: int) -> list[int]:
+    """Sizes along ``dim`` of the ``comm.size`` parts of a whole of ``length``."""
+    if comm.split_sizes is not None:
+        sizes = list(comm.split_sizes)
+        if len(sizes) != comm.size or sum(sizes) != length:
+            raise ValueError(
+                f"split_sizes={sizes} must give one size per rank of axis {comm.axis} "
+                f"({comm.size}) summing to the size of dim {dim} ({length})"
+            )
+        return sizes
+    if length % comm.size:
+        raise ValueError(
+            f"dim {dim} has size {length}, which does not split evenly over the "
+            f"{comm.size} ranks of axis {comm.axis}; pass split_sizes= for uneven parts"
+        )
+    return [length // comm.size] * comm.size
+
+
+def _leading(x: torch.Tensor, comm: Comm) -> None:
+    """V stacks on a new dim 0: the whole has one entry per rank there."""
+    if x.dim() == 0 or x.size(0) != comm.size:
+        raise ValueError(
+            f"a varying (V) value on axis {comm.axis} stacks one part per rank on dim 0, "
+            f"so dim 0 must have size {comm.size}; got shape {tuple(x.shape)} "
+            f"(use S(i) to concatenate on a dim instead)"
+        )
+
+
+def _split(whole: torch.Tensor, comm: Comm, layout: AxisType) -> list[torch.Tensor]:
+    """The per-rank parts of ``whole`` under ``layout`` (V or S(i))."""
+    if layout.shard is None:
+        _leading(whole, comm)
+        return list(whole.unbind(0))
+    dim = layout.shard
+    return list(whole.split(_part_sizes(comm, whole.size(dim), dim), dim))
+
+
+def _join(parts: list[torch.Tensor], layout: AxisType) -> torch.Tensor:
+    """The inverse of :func:`_split`."""
+    if layout.shard is None:
+        return torch.stack(parts)
+    return torch.cat(parts, layout.shard)
+
+
+def _pad_to(t: torch.Tensor, dim: int, length: int) -> torch.Tensor:
+    """``t`` zero-padded at the end of ``dim`` to ``length`` (uneven collectives)."""
+    shape = list(t.shape)
+    shape[dim] = length - t.size(dim)
+    return torch.cat([t, t.new_zeros(shape)], dim)
+
+
+def _checked_part(t: torch.Tensor, comm: Comm, index: int, dim: int) -> torch.Tensor:
+    """This rank's part, checked against its entry of ``split_sizes`` (if given)."""
+    if comm.split_sizes is not None and t.size(dim) != comm.split_sizes[index]:
+        raise ValueError(
+            f"rank {index} of axis {comm.axis} holds {t.size(dim)} entries on dim {dim}, "
+            f"but split_sizes[{index}] is {comm.split_sizes[index]}"
+        )
+    return t
+
+
+# --------------------------------------------------------------------------
+# Communication primitives (functional collectives: they trace under
+# torch.compile and run in LocalTensorMode's simulated world)
+# --------------------------------------------------------------------------
+
+
+def _gather_stacked(x: torch.Tensor, comm: Comm) -> torch.Tensor:
+    """Every rank's ``x`` stacked on a new dim 0, in group rank order."""
+    return funcol.wait_tensor(funcol.all_gather_single(x.unsqueeze(0).contiguous(), 0, comm.group))
+
+
+def _reduce_scatter_stacked(x: torch.Tensor, comm: Comm) -> torch.Tensor:
+    """Entry ``k`` of dim 0 of the rank sum, on rank ``k`` (dim 0 has size ``comm.size``)."""
+    mine = funcol.reduce_scatter_single(x.contiguous(), "sum", 0, comm.group)
+    return funcol.wait_tensor(mine).squeeze(0)
+
+
+def _exchange_stacked(x: torch.Tensor, comm: Comm) -> torch.Tensor:
+    """Entry ``j`` of dim 0 goes to rank ``j``; the result's entry ``j`` came from rank ``j``."""
+    return funcol.wait_tensor(funcol.all_to_all_single(x.contiguous(), None, None, comm.group))
+
+
+# --------------------------------------------------------------------------
+# Kernels
+# --------------------------------------------------------------------------
+
+
+def _identity(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
+    """reinterpret(*), convert(I,R), convert(R,I): only the type (the backward) changes."""
+    # A new tensor object, so autograd records the typed operation's node.
+    return x.view_as(x)
+
+
+def _keep_slice(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
+    """convert(R|I, V|S(i)): rank k keeps part k of the whole."""
+    # A copy, not a view: the result may be modified in place like any tensor.
+    return per_rank(x, comm.group, lambda k, t: _split(t, comm, dst)[k].clone())
+
+
+def _keep_first(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
+    """convert(R|I, P): rank 0 keeps the value, the others hold zeros, so the sum is the value."""
+    return per_rank(x, comm.group, lambda k, t: t.clone() if k == 0 else torch.zeros_like(t))
+
+
+def _zero_pad(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
+    """convert(V|S(i), P): rank k places its part at position k of a zero whole."""
+
+    def place(index: int, t: torch.Tensor) -> torch.Tensor:
+        if src.shard is None:
+            parts = [t if j == index else torch.zeros_like(t) for j in range(comm.size)]
+            return torch.stack(parts)
+        dim = src.shard % t.dim()
+        sizes = comm.split_sizes or (t.size(dim),) * comm.size
+        _checked_part(t, comm, index, dim)
+        return torch.cat([t if j == index else _zeros_part(t, dim, s) for j, s in enumerate(sizes)], dim)
+
+    return per_rank(x, comm.group, place)
+
+
+def _zeros_part(t: torch.Tensor, dim: int, length: int) -> torch.Tensor:
+    shape = list(t.shape)
+    shape[dim] = length
+    return t.new_zeros(shape)
+
+
+def _all_reduce(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
+    """all_reduce(P, R|I): every rank gets the sum."""
+    return funcol.wait_tensor(funcol.all_reduce(x.contiguous(), "sum", comm.group))
+
+
+def _all_gather(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
+    """all_gather(V|S(i), R|I): every rank gets the parts stacked (V) or concatenated (S(i))."""
+    gathered = _gather_stacked(x if comm.split_sizes is None else _padded_part(x, comm, src), comm)
+    if src.shard is None:
+        return gathered
+    dim = src.shard % x.dim()
+    parts = list(gathered.unbind(0))
+    if comm.split_sizes is not None:
+        parts = [part.narrow(dim, 0, size) for part, size in zip(parts, comm.split_sizes)]
+    return torch.cat(parts, dim)
+
+
+def _padded_part(x: torch.Tensor, comm: Comm, layout: AxisType) -> torch.Tensor:
+    """This rank's uneven part, zero-padded to the longest so ranks can gather it."""
+    assert comm.split_sizes is not None and layout.shard is not None
+    dim = layout.shard % x.dim()
+    longest = max(comm.split_sizes)
+    return per_rank(x, comm.group, lambda k, t: _pad_to(_checked_part(t, comm, k, dim), dim, longest))
+
+
+def _reduce_scatter(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
+    """reduce_scatter(P, V|S(i)): rank k gets part k of the sum."""
+    parts = _split(x, comm, dst)
+    if comm.split_sizes is None:
+        return _reduce_scatter_stacked(torch.stack(parts), comm)
+    assert dst.shard is not None  # split_sizes come with a shard type
+    dim = dst.shard % x.dim()
+    longest = max(comm.split_sizes)
+    mine = _reduce_scatter_stacked(torch.stack([_pad_to(p, dim, longest) for p in parts]), comm)
+    sizes = comm.split_sizes
+    return per_rank(mine, comm.group, lambda k, t: t.narrow(dim, 0, sizes[k]).clone())
+
+
+def _all_to_all(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
+    """all_to_all(V,V): swap the mesh axis with dim 0; all_to_all(S(i),S(j)): cat on i, split on j."""
+    received = _exchange_stacked(_join(_split(x, comm, dst), algebra.Varying), comm)
+    return _join(list(received.unbind(0)), src)
+
+
+_R, _I, _V, _P = Kind.R, Kind.I, Kind.V, Kind.P
+
+KERNELS: dict[tuple[str, Kind, Kind], Kernel] = {
+    ("reinterpret", _R, _I): _identity,
+    ("reinterpret", _R, _V): _identity,
+    ("reinterpret", _R, _P): _identity,
+    ("reinterpret", _I, _R): _identity,
+    ("reinterpret", _I, _V): _identity,
+    ("reinterpret", _V, _P): _identity,
+    ("convert", _R, _V): _keep_slice,
+    ("convert", _I, _V): _keep_slice,
+    ("convert", _R, _P): _keep_first,
+    ("convert", _I, _P): _keep_first,
+    ("convert", _I, _R): _identity,
+    ("convert", _R, _I): _identity,
+    ("convert", _V, _P): _zero_pad,
+    ("all_reduce", _P, _R): _all_reduce,
+    ("all_reduce", _P, _I): _all_reduce,
+    ("all_gather", _V, _R): _all_gather,
+    ("all_gather", _V, _I): _all_gather,
+    ("reduce_scatter", _P, _V): _reduce_scatter,
+    ("all_to_all", _V, _V): _all_to_all,
+}
+"""(op, src kind, dst kind) -> forward kernel; the keys are algebra's transitions."""

@@ -1,0 +1,381 @@
+"""Typed, differentiable collectives and casts (seed 000, "Comms by API").
+
+Every function takes the tensor, the mesh axis (or a tuple of axes: one
+collective on the flattened group, see :mod:`spmd_stubs.mesh`) and the
+``src``/``dst`` local SPMD types (``R``, ``I``, ``V``, ``P`` or ``S(i)``).
+Other mesh axes pass through unchanged.
+
+* Validity is the algebra's: an invalid or gated ``src``/``dst`` raises
+  :class:`spmd_stubs.algebra.SpmdTypeError` (a ``ValueError``) with the same
+  message the type checker prints.
+* The backward of every operation is the operation
+  :func:`spmd_stubs.algebra.backward_of` names, run through the same kernels
+  (:mod:`spmd_stubs._kernels`), so each table cell has one forward kernel and
+  no hand-written backward.
+
+Diagrams (the seed's notation): one row per rank of a 3-rank axis, ``=>``
+forward, ``<=`` backward (``grad_input <= grad_output``), a value written on
+one row only is the same on every rank, ``+`` marks the parts of a pending sum.
+V stacks/unbinds on a new leading dim; ``S(i)`` concatenates/splits on dim i.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+
+from spmd_stubs import algebra
+from spmd_stubs._kernels import KERNELS, Comm
+from spmd_stubs.algebra import AxisType, Kind, Step
+from spmd_stubs.mesh import AxisLike, axes_label, group_of
+from spmd_stubs.types import P, SpmdTypeLike, to_axis_type
+
+__all__ = [
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "reinterpret",
+    "convert",
+    "redistribute",
+]
+
+
+# --------------------------------------------------------------------------
+# The one generic mechanism
+# --------------------------------------------------------------------------
+
+
+class _Typed(torch.autograd.Function):
+    """One typed operation: the table's kernel forward, ``backward_of`` backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, step: Step, comm: Comm, divisor: int) -> torch.Tensor:
+        ctx.step, ctx.comm, ctx.divisor = step, comm, divisor
+        return _run(x, step, comm, divisor)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], None, None, None]:
+        step = ctx.step
+        back = _canonical(algebra.backward_of(step.op, step.src, step.dst))
+        # Through apply, not the kernel: the backward is differentiable too.
+        # Dividing by a constant is self-adjoint, so op="avg" keeps its divisor.
+        return _Typed.apply(grad, back, ctx.comm, ctx.divisor), None, None, None
+
+
+def _run(x: torch.Tensor, step: Step, comm: Comm, divisor: int) -> torch.Tensor:
+    y = KERNELS[(step.op, step.src.kind, step.dst.kind)](x, comm, step.src, step.dst)
+    return y if divisor == 1 else y / divisor
+
+
+def _canonical(step: Step) -> Step:
+    """``all_reduce``/``reduce_scatter`` of V is ``reinterpret(V,P)`` then src=P.
+
+    That reinterpret's forward is the identity and its backward
+    (``reinterpret(R,V)``) too, so folding it in changes no value.
+    """
+    if step.op in algebra.IMPLICIT_PARTIAL and step.src.kind is Kind.V:
+        return Step(step.op, algebra.Partial, step.dst)
+    return step
+
+
+def _typed(
+    op: str,
+    x: torch.Tensor,
+    axis: AxisLike,
+    src: AxisType,
+    dst: AxisType,
+    *,
+    expert_mode: bool = False,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    average: bool = False,
+) -> torch.Tensor:
+    label = axes_label(axis)
+    algebra.transition(op, src, dst, label, expert_mode)
+    if op in algebra.CASTS and src == dst:
+        return x  # a cast to the type it already has: nothing to do
+    pg = group if group is not None else group_of(axis)
+    size = dist.get_world_size(pg)
+    sizes = _checked_split_sizes(split_sizes, size, label, src, dst)
+    comm = Comm(pg, size, sizes, label)
+    return _Typed.apply(x, _canonical(Step(op, src, dst)), comm, size if average else 1)
+
+
+def _checked_split_sizes(
+    split_sizes: Optional[Sequence[int]], size: int, label: str, src: AxisType, dst: AxisType
+) -> Optional[tuple[int, ...]]:
+    if split_sizes is None:
+        return None
+    sizes = tuple(int(s) for s in split_sizes)
+    if src.shard is None and dst.shard is None:
+        raise ValueError(f"split_sizes needs a shard type S(i) as src or dst on axis {label}, not V")
+    if len(sizes) != size or any(s < 0 for s in sizes):
+        raise ValueError(
+            f"split_sizes={list(sizes)} must give one non-negative size per rank of axis "
+            f"{label} ({size} ranks)"
+        )
+    return sizes
+
+
+# --------------------------------------------------------------------------
+# Collectives
+# --------------------------------------------------------------------------
+
+
+def all_reduce(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike = P,
+    dst: SpmdTypeLike,
+    op: Literal["sum", "avg"] = "sum",
+    group: Optional[dist.ProcessGroup] = None,
+) -> torch.Tensor:
+    """``all_reduce(x, axis, src=P, dst=R|I)``: resolve the pending sum on every rank.
+
+    ``src=V`` is accepted and means ``reinterpret(V,P)`` first.  ``op="avg"``
+    divides the sum by the axis size; its backward is the sum's backward
+    divided by the same size (scaling is self-adjoint).
+
+    Forward, both dsts::
+
+        +Ax
+        +Ay  =>  Ax + Ay + Az
+        +Az
+
+    ``dst=R``: backward ``all_reduce(P,R)`` (self-dual)::
+
+                          +Ax
+        Ax + Ay + Az  <=  +Ay
+                          +Az
+
+    ``dst=I``: backward ``reinterpret(I,R)``, the identity (Megatron's
+    ``reduce_from_tensor_model_parallel_region``)::
+
+        A  <=  A
+    """
+    if op not in ("sum", "avg"):
+        raise ValueError(f'all_reduce op must be "sum" or "avg", got {op!r}')
+    return _typed(
+        "all_reduce", x, axis, to_axis_type(src), to_axis_type(dst), group=group, average=op == "avg"
+    )
+
+
+def all_gather(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+) -> torch.Tensor:
+    """``all_gather(x, axis, src=V|S(i), dst=R|I)``: every rank gets all the parts.
+
+    ``src=V`` stacks the parts on a new dim 0; ``src=S(i)`` concatenates on
+    dim i, with part k of size ``split_sizes[k]`` when given (uneven shards).
+
+    Forward::
+
+        A                          [A0, A1]
+        B  =>  [A, B, C]           [B0, B1]  =>  [A0, A1, B0, B1, C0, C1]
+        C      (src=V)             [C0, C1]      (src=S(0))
+
+    ``dst=R``: backward ``reduce_scatter(P, src)``::
+
+        Ax + Ay + Az      +[Ax, Bx, Cx]
+        Bx + By + Bz  <=  +[Ay, By, Cy]
+        Cx + Cy + Cz      +[Az, Bz, Cz]
+
+    ``dst=I``: backward ``convert(I, src)``, each rank keeps its slice::
+
+        A
+        B  <=  [A, B, C]
+        C
+    """
+    return _typed(
+        "all_gather", x, axis, to_axis_type(src), to_axis_type(dst), split_sizes=split_sizes, group=group
+    )
+
+
+def reduce_scatter(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike = P,
+    dst: SpmdTypeLike,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+) -> torch.Tensor:
+    """``reduce_scatter(x, axis, src=P, dst=V|S(i))``: rank k gets part k of the sum.
+
+    ``dst=V`` unbinds dim 0 (of size the axis size); ``dst=S(i)`` splits dim i,
+    into ``split_sizes`` when given.  ``src=V`` means ``reinterpret(V,P)`` first.
+
+    Forward (``dst=V``)::
+
+        +[Ax, Bx, Cx]      Ax + Ay + Az
+        +[Ay, By, Cy]  =>  Bx + By + Bz
+        +[Az, Bz, Cz]      Cx + Cy + Cz
+
+    Backward ``all_gather(dst, R)``::
+
+                       A
+        [A, B, C]  <=  B
+                       C
+    """
+    return _typed(
+        "reduce_scatter",
+        x,
+        axis,
+        to_axis_type(src),
+        to_axis_type(dst),
+        split_sizes=split_sizes,
+        group=group,
+    )
+
+
+def all_to_all(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    group: Optional[dist.ProcessGroup] = None,
+) -> torch.Tensor:
+    """``all_to_all(x, axis, src=V, dst=V)`` or ``(src=S(i), dst=S(j))``.
+
+    ``(V, V)`` transposes the mesh axis with local dim 0 (of size the axis
+    size); ``(S(i), S(j))`` unshards dim i and reshards dim j without
+    materialising the whole.  Backward: ``all_to_all(dst, src)``.
+
+    ``(V, V)`` forward; the backward is the same transpose::
+
+        [A0, A1, A2]      [A0, B0, C0]
+        [B0, B1, B2]  =>  [A1, B1, C1]
+        [C0, C1, C2]      [A2, B2, C2]
+    """
+    return _typed("all_to_all", x, axis, to_axis_type(src), to_axis_type(dst), group=group)
+
+
+# --------------------------------------------------------------------------
+# Casts: no communication in the forward
+# --------------------------------------------------------------------------
+
+
+def reinterpret(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    expert_mode: bool = False,
+    group: Optional[dist.ProcessGroup] = None,
+) -> torch.Tensor:
+    """``reinterpret(x, axis, src, dst)``: same local tensor, new type (may change the meaning).
+
+    Valid: ``I->R`` (backward ``all_reduce(P,I)``), ``I->V`` (backward
+    ``all_reduce(V,I)``), ``V->P`` (backward ``reinterpret(R,V)``), and with
+    ``expert_mode=True``: ``R->I`` (backward ``convert(I,P)``), ``R->V``
+    (backward ``reinterpret(V,P)``), ``R->P`` (self-dual; scales the meaning
+    by the axis size).  Shards are not accepted: a reinterpret moves no data.
+
+    ``reinterpret(V,P)``::
+
+        A      +A                A
+        B  =>  +B    backward    A  <=  A
+        C      +C                A
+
+    ``reinterpret(R,P)`` (expert)::
+
+               +A                +A
+        A  =>  +A    backward    +A  <=  A
+               +A                +A
+
+    ``reinterpret(I,R)``::
+
+        A  =>  A     backward    Ax + Ay + Az  <=  +Ax, +Ay, +Az
+    """
+    return _typed(
+        "reinterpret", x, axis, to_axis_type(src), to_axis_type(dst), expert_mode=expert_mode, group=group
+    )
+
+
+def convert(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    expert_mode: bool = False,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+) -> torch.Tensor:
+    """``convert(x, axis, src, dst)``: new type, same meaning, no communication.
+
+    Valid: ``R->V|S(i)`` and ``I->V|S(i)`` (rank k keeps part k; backwards
+    ``convert(V,P)`` and ``all_gather(V,I)``), ``R->P`` (rank 0 keeps the
+    value, the others hold zeros; self-dual), ``I->R`` (identity; backward
+    ``all_reduce(P,I)``: Megatron's ``copy_to_tensor_model_parallel_region``),
+    and with ``expert_mode=True``: ``I->P`` (backward ``reinterpret(R,I)``),
+    ``V|S(i)->P`` (zero-pad; backward ``convert(R,V)``), ``R->I`` (backward
+    ``convert(I,P)``).  ``split_sizes`` gives uneven ``S(i)`` parts.
+
+    ``convert(R,V)``::
+
+                       A                   +[A, 0, 0]      A
+        [A, B, C]  =>  B      backward     +[0, B, 0]  <=  B
+                       C                   +[0, 0, C]      C
+
+    ``convert(I,S(0))``::
+
+                                      [A0, A1]
+        [A0, A1, B0, B1, C0, C1]  =>  [B0, B1]     backward: all_gather(S(0), I)
+                                      [C0, C1]
+
+    ``convert(R,P)``::
+
+                 +[A]                 +[A]
+        [A]  =>  +[0]     backward    +[0]  <=  [A]
+                 +[0]                 +[0]
+
+    ``convert(V,P)`` (expert)::
+
+        A      +[A, 0, 0]                A
+        B  =>  +[0, B, 0]     backward   B  <=  [A, B, C]
+        C      +[0, 0, C]                C
+    """
+    return _typed(
+        "convert",
+        x,
+        axis,
+        to_axis_type(src),
+        to_axis_type(dst),
+        expert_mode=expert_mode,
+        split_sizes=split_sizes,
+        group=group,
+    )
+
+
+def redistribute(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    group: Optional[dist.ProcessGroup] = None,
+) -> torch.Tensor:
+    """Change the type keeping the meaning, communicating where needed.
+
+    Routes through :func:`spmd_stubs.algebra.route` (``all_gather`` for
+    ``S(i)->R|I``, ``all_reduce`` for ``P->R|I``, ``reduce_scatter`` for
+    ``P->S(i)``, ``all_to_all`` for ``S(i)->S(j)``, ``convert`` for the rest)
+    and passes ``expert_mode=True``: redistributing is intentional.
+    """
+    step = algebra.route(to_axis_type(src), to_axis_type(dst))
+    if step is None:
+        return x
+    return _typed(step.op, x, axis, step.src, step.dst, expert_mode=True, group=group)

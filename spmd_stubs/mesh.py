@@ -1,0 +1,179 @@
+"""Binding mesh axes to process groups at runtime.
+
+A mesh axis (``tp``, ``dp``, a ``MeshAxis`` subclass) is only a name to the
+type checker; a collective needs the process group behind it.  Two ways to
+provide it, combinable, each replacing earlier bindings of the same axes:
+
+* :func:`bind_mesh` binds every named dim of a ``DeviceMesh``
+  (``init_device_mesh(..., mesh_dim_names=("dp", "tp"))`` binds ``dp``, ``tp``);
+* :func:`bind_groups` binds axes to explicit ``ProcessGroup`` s, the way
+  Megatron-style code keeps its own groups.  A key may also be a tuple of
+  axes, binding a ready-made flattened group.
+
+A tuple of axes, ``(dp, cp)``, names one flattened axis: one collective over
+the product group, the first axis outermost, so the flattened index of a rank
+is ``index_on_dp * size_of_cp + index_on_cp``.  :func:`group_of` builds that
+group on first use (``DeviceMesh`` flattening when all the axes come from one
+mesh, otherwise a new group over the product of the bound groups) and caches
+it.  Every rank of the flattened group must reach that first use together,
+as it must for the collective itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Union
+
+import torch.distributed as dist
+from torch.distributed import ProcessGroup
+from torch.distributed.device_mesh import DeviceMesh
+
+from spmd_stubs.types import MeshAxis, axis_name
+
+__all__ = ["bind_mesh", "bind_groups", "group_of", "unbind", "axes_label", "UnboundAxisError"]
+
+AxisLike = Union[type[MeshAxis], tuple[type[MeshAxis], ...]]
+
+_bound: dict[str, Union[DeviceMesh, ProcessGroup]] = {}
+"""axis name -> the mesh it is a dim of, or its process group."""
+
+_groups: dict[tuple[str, ...], ProcessGroup] = {}
+"""axis names (outer first) -> resolved group; explicit bindings and cache."""
+
+
+class UnboundAxisError(LookupError):
+    """A collective names a mesh axis that no process group is bound to."""
+
+
+def _names(axes: AxisLike) -> tuple[str, ...]:
+    if isinstance(axes, tuple):
+        if not axes:
+            raise ValueError("an empty tuple names no mesh axis; pass e.g. (dp, cp)")
+        names = tuple(axis_name(a) for a in axes)
+    else:
+        names = (axis_name(axes),)
+    if len(set(names)) != len(names):
+        raise ValueError(f"mesh axis named twice in {axes_label(axes)}")
+    return names
+
+
+def axes_label(axes: AxisLike) -> str:
+    """How an axis or a flattened tuple of axes is printed: ``tp``, ``(dp, cp)``."""
+    if isinstance(axes, tuple):
+        return "(" + ", ".join(axis_name(a) for a in axes) + ")"
+    return axis_name(axes)
+
+
+def _forget(names: tuple[str, ...]) -> None:
+    """Drop cached groups that involve any of ``names`` (they are rebound)."""
+    for key in [k for k in _groups if set(k) & set(names)]:
+        del _groups[key]
+
+
+def bind_mesh(mesh: DeviceMesh) -> None:
+    """Bind every named dim of ``mesh`` to the mesh axis of the same name.
+
+    ``bind_mesh(init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "tp")))``
+    makes ``tp`` mean ``mesh.get_group("tp")``.
+    """
+    names = mesh.mesh_dim_names
+    if not names:
+        raise ValueError(
+            "bind_mesh needs a DeviceMesh with mesh_dim_names, e.g. "
+            'init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "tp"))'
+        )
+    _forget(tuple(names))
+    for name in names:
+        _bound[name] = mesh
+
+
+def bind_groups(groups: Mapping[AxisLike, ProcessGroup]) -> None:
+    """Bind axes (or tuples of axes: flattened groups) to explicit process groups.
+
+    ``bind_groups({tp: tp_group, dp: dp_group})``, as a Megatron-style code
+    base keeps them; ``bind_groups({(dp, cp): dp_cp_group})`` provides the
+    flattened group instead of having :func:`group_of` build it.
+    """
+    for axes, group in groups.items():
+        if not isinstance(group, ProcessGroup):
+            raise TypeError(f"bind_groups: {axes_label(axes)} must map to a ProcessGroup, got {group!r}")
+        names = _names(axes)
+        _forget(names)
+        if len(names) == 1:
+            _bound[names[0]] = group
+        _groups[names] = group
+
+
+def unbind() -> None:
+    """Forget every binding (tests, or re-initialising the process groups)."""
+    _bound.clear()
+    _groups.clear()
+
+
+def group_of(axes: AxisLike) -> ProcessGroup:
+    """The process group of ``axes``: one mesh axis, or a tuple flattened outer-first.
+
+    Raises :class:`UnboundAxisError` naming the axis and how to bind it.
+    """
+    return _group(_names(axes))
+
+
+def _group(names: tuple[str, ...]) -> ProcessGroup:
+    group = _groups.get(names)
+    if group is None:
+        group = _resolve(names)
+        _groups[names] = group
+    return group
+
+
+def _resolve(names: tuple[str, ...]) -> ProcessGroup:
+    sources = [_source(name) for name in names]
+    first = sources[0]
+    if isinstance(first, DeviceMesh) and all(s is first for s in sources):
+        if len(names) == 1:
+            return first.get_group(names[0])
+        return first[names]._flatten().get_group()
+    if len(names) == 1:
+        assert isinstance(first, ProcessGroup)
+        return first
+    return _flatten_groups(names)
+
+
+def _source(name: str) -> Union[DeviceMesh, ProcessGroup]:
+    source = _bound.get(name)
+    if source is None:
+        raise UnboundAxisError(
+            f"mesh axis {name} is not bound to a process group. Fix: call "
+            f"spmd_stubs.bind_mesh(mesh) with a DeviceMesh whose mesh_dim_names include "
+            f"{name!r}, or spmd_stubs.bind_groups({{{name}: group}}), or pass group= "
+            f"to the collective."
+        )
+    return source
+
+
+def _flattened_ranks(names: tuple[str, ...]) -> list[int]:
+    """Global ranks of this rank's flattened group, in flattened order.
+
+    Each rank knows only its own groups, so the members of the outermost
+    group exchange their inner flattened groups (recursively): member ``i``
+    of the outer group contributes the ranks ``i * inner_size ...``.
+    """
+    outer = _group(names[:1])
+    if len(names) == 1:
+        return dist.get_process_group_ranks(outer)
+    inner = _flattened_ranks(names[1:])
+    per_member: list[Any] = [None] * dist.get_world_size(outer)
+    dist.all_gather_object(per_member, inner, group=outer)
+    return [rank for member in per_member for rank in member]
+
+
+def _flatten_groups(names: tuple[str, ...]) -> ProcessGroup:
+    ranks = _flattened_ranks(names)
+    if len(set(ranks)) != len(ranks):
+        raise ValueError(
+            f"the groups bound to {', '.join(names)} overlap (flattened ranks {ranks}); "
+            "flattened axes must be independent dims of one mesh"
+        )
+    # Only the members create it (they are the ones running this collective);
+    # sort_ranks=False keeps the flattened order as the group rank order.
+    return dist.new_group(ranks, use_local_synchronization=True, sort_ranks=False)
+

@@ -13,6 +13,11 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     # never resolves a CUDA build.
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check -e "$ROOT[test]"
+    # Third-party tensor-parallel code the checker is tested on, without
+    # their dependency trees (torch is already pinned; they are only read,
+    # imported and type-checked).
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+        fairscale==0.4.13 megatron-core==0.16.1
     echo "$WANT" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

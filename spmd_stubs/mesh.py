@@ -131,7 +131,10 @@ def _resolve(names: tuple[str, ...]) -> ProcessGroup:
     if isinstance(first, DeviceMesh) and all(s is first for s in sources):
         if len(names) == 1:
             return first.get_group(names[0])
-        return first[names]._flatten().get_group()
+        dims = [first.mesh_dim_names.index(name) for name in names]
+        if dims == sorted(dims):
+            return first[names]._flatten().get_group()
+        # DeviceMesh slices only in mesh order; build the other orders from groups.
     if len(names) == 1:
         assert isinstance(first, ProcessGroup)
         return first

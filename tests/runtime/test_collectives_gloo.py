@@ -1,0 +1,137 @@
+"""Every typed operation on 4 real gloo processes (2 dp x 2 tp), plus binding and compile.
+
+One world runs all the checks below (``CHECKS``); each check is reported as
+its own test.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+import torch.distributed as dist
+from spmd_cases import cases, check
+from spmd_world import GROUPS, Check, GlooWorld, run_world
+from torch.distributed.device_mesh import DeviceMesh
+
+import spmd_stubs as spmd
+from spmd_stubs import R, S, V
+from spmd_stubs.axes import dp, tp
+
+
+def _case_check(case, axis, groups, mesh: DeviceMesh) -> None:  # type: ignore[no-untyped-def]
+    spmd.bind_mesh(mesh)
+    try:
+        check(GlooWorld(), case, axis, groups)
+    finally:
+        spmd.unbind()
+
+
+def _rank_tensor() -> torch.Tensor:
+    return torch.tensor([float(dist.get_rank())])
+
+
+def _all_groups(groups: list[list[int]]) -> dist.ProcessGroup:
+    """Create every group (all ranks must, in the same order); return this rank's."""
+    mine = None
+    for ranks in groups:
+        group = dist.new_group(ranks)
+        if dist.get_rank() in ranks:
+            mine = group
+    assert mine is not None
+    return mine
+
+
+def flattened_order_from_mesh(mesh: DeviceMesh) -> None:
+    """(dp, tp) and (tp, dp) flatten outer-first: gathering ranks shows the order."""
+    spmd.bind_mesh(mesh)
+    try:
+        for axes, key in [((dp, tp), "dp_tp"), ((tp, dp), "tp_dp")]:
+            got = spmd.all_gather(_rank_tensor(), axes, src=S(0), dst=R)
+            assert got.tolist() == [float(r) for r in GROUPS[key][0]], (axes, got)
+    finally:
+        spmd.unbind()
+
+
+def flattened_order_from_groups(mesh: DeviceMesh) -> None:
+    """Axes bound to explicit groups: the product group is built in flattened order."""
+    spmd.bind_groups({tp: _all_groups(GROUPS["tp"]), dp: _all_groups(GROUPS["dp"])})
+    try:
+        for axes, key in [((dp, tp), "dp_tp"), ((tp, dp), "tp_dp")]:
+            got = spmd.all_gather(_rank_tensor(), axes, src=S(0), dst=R)
+            assert got.tolist() == [float(r) for r in GROUPS[key][0]], (axes, got)
+            total = spmd.all_reduce(_rank_tensor(), axes, src=V, dst=R)
+            assert total.item() == 6.0
+    finally:
+        spmd.unbind()
+
+
+def explicit_flattened_group(mesh: DeviceMesh) -> None:
+    spmd.bind_groups({(dp, tp): dist.group.WORLD})
+    try:
+        assert spmd.group_of((dp, tp)) is dist.group.WORLD
+        assert spmd.all_reduce(_rank_tensor(), (dp, tp), dst=R).item() == 6.0
+    finally:
+        spmd.unbind()
+
+
+def group_argument_overrides_the_binding(mesh: DeviceMesh) -> None:
+    spmd.bind_mesh(mesh)
+    try:
+        # Bound tp sums within {0,1}/{2,3}; group= the dp group sums {0,2}/{1,3}.
+        got = spmd.all_reduce(_rank_tensor(), tp, dst=R, group=mesh.get_group("dp"))
+        assert got.item() == {0: 2.0, 1: 4.0, 2: 2.0, 3: 4.0}[dist.get_rank()]
+    finally:
+        spmd.unbind()
+
+
+def compiles_with_collectives_and_casts(mesh: DeviceMesh) -> None:
+    """A typed function traces whole (fullgraph) and matches eager, values and grads."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        shard = spmd.convert(x.sin(), tp, src=R, dst=S(0))
+        return spmd.all_gather(shard * 2, tp, src=S(0), dst=R).sum()
+
+    spmd.bind_mesh(mesh)
+    try:
+        counter = CompileCounterWithBackend("aot_eager")
+        compiled = torch.compile(f, backend=counter, fullgraph=True)
+        x_eager = torch.arange(4.0, requires_grad=True)
+        x_compiled = torch.arange(4.0, requires_grad=True)
+        f(x_eager).backward()
+        compiled(x_compiled).backward()
+        assert counter.frame_count == 1
+        torch.testing.assert_close(x_compiled.grad, x_eager.grad)
+    finally:
+        spmd.unbind()
+
+
+def _build_checks() -> dict[str, Check]:
+    checks: dict[str, Check] = {}
+    for case in cases():
+        checks[f"tp:{case.id}"] = functools.partial(_case_check, case, tp, GROUPS["tp"])
+        checks[f"dp_tp:{case.id}"] = functools.partial(_case_check, case, (dp, tp), GROUPS["dp_tp"])
+    for fn in (
+        flattened_order_from_mesh,
+        flattened_order_from_groups,
+        explicit_flattened_group,
+        group_argument_overrides_the_binding,
+        compiles_with_collectives_and_casts,
+    ):
+        checks[fn.__name__] = fn
+    return checks
+
+
+CHECKS = _build_checks()
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, str]:
+    return run_world(__name__)
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_gloo(results: dict[str, str], name: str) -> None:
+    assert results[name] == "", results[name]

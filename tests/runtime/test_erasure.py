@@ -1,0 +1,71 @@
+"""Annotations erase to torch.Tensor: introspection and torch.compile see plain tensors."""
+
+import inspect
+import typing
+
+import pytest
+import torch
+from spmd_world import SimWorld
+from torch._dynamo.testing import CompileCounterWithBackend
+
+import spmd_stubs as spmd
+from spmd_stubs import R, S, Tensor, V
+from spmd_stubs.axes import dp, tp
+
+# No ``from __future__ import annotations``: the annotations are evaluated when
+# the functions are defined, the harder case for erasure.
+
+
+def column_parallel(x: Tensor[R@tp, V@dp], w: Tensor[S(0)@tp]) -> Tensor[S(-1)@tp, V@dp]:
+    return x @ w.T
+
+
+def canonical(x: Tensor[R[tp], V[dp]], w: Tensor[S[0, tp]]) -> Tensor[S[-1, tp], V[dp]]:
+    return x @ w.T
+
+
+FUNCTIONS = [column_parallel, canonical]
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
+def test_get_type_hints_gives_tensors(fn) -> None:  # type: ignore[no-untyped-def]
+    assert typing.get_type_hints(fn) == {"x": torch.Tensor, "w": torch.Tensor, "return": torch.Tensor}
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
+def test_signature_gives_tensors(fn) -> None:  # type: ignore[no-untyped-def]
+    signature = inspect.signature(fn)
+    assert [p.annotation for p in signature.parameters.values()] == [torch.Tensor, torch.Tensor]
+    assert signature.return_annotation is torch.Tensor
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
+def test_compiles_whole(fn, backend: str) -> None:  # type: ignore[no-untyped-def]
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend(backend)
+    x, w = torch.randn(3, 4), torch.randn(5, 4)
+    compiled = torch.compile(fn, backend=counter, fullgraph=True)
+    torch.testing.assert_close(compiled(x, w), fn(x, w))
+    assert counter.frame_count == 1
+
+
+def test_typed_collective_compiles_in_the_simulated_world(sim: SimWorld) -> None:
+    """Collectives trace whole under LocalTensorMode (the rank-dependent casts do not:
+    LocalTensorMode's per-rank map patches DeviceMesh class attributes, which dynamo
+    cannot trace; they are compiled in the gloo world test instead)."""
+
+    def f(x: Tensor[S(0)@tp]) -> Tensor[R@tp]:
+        return spmd.all_gather(x * 2, tp, src=S(0), dst=R).sin()
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    parts = {r: torch.arange(2.0) + r for r in range(4)}
+    x_eager, x_compiled = sim.make(parts).requires_grad_(), sim.make(parts).requires_grad_()
+    f(x_eager).sum().backward()
+    y = torch.compile(f, backend=counter, fullgraph=True)(x_compiled)
+    y.sum().backward()
+    assert counter.frame_count == 1
+    assert torch.equal(sim.parts(y)[2], (torch.cat([parts[2], parts[3]]) * 2).sin())
+    for rank in range(4):
+        torch.testing.assert_close(sim.parts(x_compiled.grad)[rank], sim.parts(x_eager.grad)[rank])

@@ -1,0 +1,117 @@
+"""Invalid or gated src/dst raise the algebra's exact message; unbound axes say how to bind."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from spmd_world import SimWorld
+
+import spmd_stubs as spmd
+from spmd_stubs import I, P, R, S, V, algebra
+from spmd_stubs.algebra import SpmdTypeError
+from spmd_stubs.axes import cp, dp, tp
+from spmd_stubs.mesh import UnboundAxisError
+from spmd_stubs.types import to_axis_type
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "reinterpret", "convert")
+TYPES = (R, I, V, P, S(0), S(-1))
+
+
+def _rejections() -> list[tuple[str, object, object, str]]:
+    """Every (op, src, dst) the algebra rejects without expert_mode, with its message."""
+    out = []
+    for op, src, dst in itertools.product(OPS, TYPES, TYPES):
+        try:
+            algebra.transition(op, to_axis_type(src), to_axis_type(dst), "tp")
+        except SpmdTypeError as err:
+            out.append((op, src, dst, str(err)))
+    return out
+
+
+REJECTIONS = _rejections()
+
+
+def test_rejections_include_gated_and_invalid_pairs() -> None:
+    codes = set()
+    for op, src, dst, _ in REJECTIONS:
+        try:
+            algebra.transition(op, to_axis_type(src), to_axis_type(dst), "tp")
+        except SpmdTypeError as err:
+            codes.add(err.code)
+    assert codes == {algebra.Code.EXPERT_MODE, algebra.Code.INVALID_TRANSITION, algebra.Code.COLLECTIVE}
+
+
+@pytest.mark.parametrize("op,src,dst,message", REJECTIONS, ids=[f"{o}({s},{d})" for o, s, d, _ in REJECTIONS])
+def test_runtime_raises_the_algebra_message(op: str, src: object, dst: object, message: str) -> None:
+    # No axis is bound: validity is decided before any group is looked up.
+    with pytest.raises(ValueError) as info:
+        getattr(spmd, op)(torch.zeros(2, 4, 4), tp, src=src, dst=dst)
+    assert isinstance(info.value, SpmdTypeError)
+    assert str(info.value) == message
+
+
+def test_expert_mode_opens_the_gate(sim: SimWorld) -> None:
+    x = sim.make({r: torch.ones(3) for r in range(4)})
+    with pytest.raises(ValueError, match="expert_mode=True"):
+        spmd.reinterpret(x, tp, src=R, dst=P)
+    y = spmd.reinterpret(x, tp, src=R, dst=P, expert_mode=True)
+    assert torch.equal(sim.parts(y)[1], torch.ones(3))
+
+
+def test_unbound_axis_names_the_axis_and_the_fix() -> None:
+    spmd.unbind()
+    with pytest.raises(UnboundAxisError) as info:
+        spmd.all_reduce(torch.ones(2), cp, src=P, dst=R)
+    text = str(info.value)
+    assert "mesh axis cp is not bound" in text
+    assert "bind_mesh" in text and "bind_groups({cp: group})" in text and "group=" in text
+
+
+def test_bind_mesh_binds_every_named_dim(sim: SimWorld, fake_mesh) -> None:  # type: ignore[no-untyped-def]
+    assert spmd.group_of(tp) is fake_mesh.get_group("tp")
+    assert spmd.group_of(dp) is fake_mesh.get_group("dp")
+    flat = spmd.group_of((dp, tp))
+    assert torch.distributed.get_process_group_ranks(flat) == [0, 1, 2, 3]
+    assert spmd.group_of((dp, tp)) is flat  # cached
+
+
+def test_bind_groups_rebinds_one_axis(sim: SimWorld, fake_mesh) -> None:  # type: ignore[no-untyped-def]
+    spmd.bind_groups({tp: fake_mesh.get_group("dp")})
+    assert spmd.group_of(tp) is fake_mesh.get_group("dp")
+    assert spmd.group_of(dp) is fake_mesh.get_group("dp")
+
+
+def test_binding_rejects_bad_input() -> None:
+    with pytest.raises(TypeError, match="must map to a ProcessGroup"):
+        spmd.bind_groups({tp: "not a group"})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="named twice"):
+        spmd.group_of((tp, tp))
+    with pytest.raises(TypeError, match="expected a mesh axis"):
+        spmd.group_of("tp")  # type: ignore[arg-type]
+
+
+def test_uneven_and_shape_errors(sim: SimWorld) -> None:
+    x = sim.make({r: torch.ones(3) for r in range(4)})
+    with pytest.raises(ValueError, match="does not split evenly over the 2 ranks of axis tp; pass split_sizes"):
+        spmd.convert(x, tp, src=I, dst=S(0))
+    with pytest.raises(ValueError, match="dim 0 must have size 2"):
+        spmd.convert(x, tp, src=I, dst=V)
+    with pytest.raises(ValueError, match="one non-negative size per rank"):
+        spmd.all_gather(x, tp, src=S(0), dst=R, split_sizes=[1, 1, 1])
+    with pytest.raises(ValueError, match="needs a shard type"):
+        spmd.all_gather(x, tp, src=V, dst=R, split_sizes=[1, 2])
+    with pytest.raises(ValueError, match='op must be "sum" or "avg"'):
+        spmd.all_reduce(x, tp, dst=R, op="max")  # type: ignore[arg-type]
+
+
+def test_redistribute_routes_and_skips_no_ops(sim: SimWorld) -> None:
+    parts = {r: torch.arange(4.0) + r for r in range(4)}
+    x = sim.make(parts)
+    assert spmd.redistribute(x, tp, src=V, dst=S(0)) is x
+    total = sim.parts(spmd.redistribute(x, tp, src=P, dst=R))
+    assert torch.equal(total[0], parts[0] + parts[1]) and torch.equal(total[3], parts[2] + parts[3])
+    # V -> P routes to convert(V,P), gated for users, allowed here.
+    padded = sim.parts(spmd.redistribute(x, tp, src=V, dst=P))
+    assert torch.equal(padded[1], torch.stack([torch.zeros(4), parts[1]]))

@@ -1,0 +1,179 @@
+"""What to do with one call: rewrite it to a typed collective, or leave a TODO.
+
+Pure decisions over a call node and the tables (:mod:`.table`,
+:mod:`.raw`); the transformer applies them.  Every message says what to
+write by hand where the codemod stops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import libcst as cst
+
+from spmd_mypy.migrate import calls
+from spmd_mypy.migrate.raw import RawCollective, axis_of_group
+from spmd_mypy.migrate.table import Helper, Role
+
+__all__ = ["Rewrite", "Todo", "Plan", "RawSite", "plan_helper", "plan_raw"]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """Replace the call with ``call``; with ``target``, the whole statement becomes ``target = call``."""
+
+    call: cst.Call
+    axis: str
+    type_names: frozenset[str]
+    summary: str
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class Todo:
+    message: str
+
+
+Plan = Union[Rewrite, Todo]
+
+
+def _rewrite(original: cst.Call, op: str, x: cst.BaseExpression, axis: str, src: str, dst: str,
+             extra: list[cst.Arg], target: str | None = None) -> Rewrite:
+    call = calls.typed_call(original, op, x, axis, src, dst, extra)
+    names = frozenset(calls.type_names(src) | calls.type_names(dst))
+    return Rewrite(call, axis, names, f"spmd.{op}(x, {axis}, src={src}, dst={dst})", target)
+
+
+# --------------------------------------------------------------------------
+# Megatron / fairscale mapping helpers
+# --------------------------------------------------------------------------
+
+
+def plan_helper(name: str, helper: Helper, call: cst.Call) -> Plan:
+    """A mapping helper call -> its typed call, or a TODO naming the argument in the way."""
+    by_hand = f"rewrite by hand as spmd.{helper.typed}"
+    bound = calls.bind(call.args, helper.param_names())
+    if isinstance(bound, str):
+        return Todo(f"{name} {bound}; {by_hand}")
+    dst = helper.typed.dst
+    extra: list[cst.Arg] = []
+    for param, role in helper.params:
+        arg = bound.get(param)
+        if arg is None or role is Role.INPUT:
+            continue
+        value = arg.value
+        if role in (Role.GROUP, Role.SPLIT_SIZES):
+            if not calls.is_none(value):
+                extra.append(calls.keyword("group" if role is Role.GROUP else "split_sizes", value))
+        elif role is Role.OUTPUT_GRAD:
+            flag = calls.literal_bool(value)
+            if flag is None:
+                return Todo(
+                    f"{param}={calls.source(value)} is decided at run time; write "
+                    f"spmd.{helper.typed.op}(x, tp, src={helper.typed.src}, dst=R) where it is True "
+                    f"(different work per rank next) and dst={helper.dst_if_false} where it is False"
+                )
+            dst = dst if flag else str(helper.dst_if_false)
+        elif role is Role.MUST_BE_NONE and not calls.is_none(value):
+            return Todo(f"{name}: {param}= has no typed equivalent; {by_hand}")
+        elif role is Role.MUST_BE_FALSE and calls.literal_bool(value) is not False:
+            return Todo(f"{name}: {param}= is a buffer-reuse option the typed call does not have; "
+                        f"drop it and {by_hand}")
+    if "input_" not in bound:
+        return Todo(f"{name} is called without its tensor; {by_hand}")
+    typed = helper.typed
+    return _rewrite(call, typed.op, bound["input_"].value, typed.axis, typed.src, dst, extra)
+
+
+# --------------------------------------------------------------------------
+# Raw torch.distributed collectives
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RawSite:
+    """Where a raw collective sits: what the in-place rewrite needs to know."""
+
+    is_statement: bool
+    parameters: frozenset[str]
+    replicated_dst: str | None
+
+
+_SUM_OPS = {"SUM": "sum", "AVG": "avg"}
+
+
+def _reduce_op(arg: cst.Arg | None) -> str | None:
+    """``ReduceOp.SUM`` -> "sum", ``ReduceOp.AVG`` -> "avg"; other ops and expressions -> None."""
+    if arg is None:
+        return "sum"
+    value = arg.value
+    name = value.attr.value if isinstance(value, cst.Attribute) else None
+    return _SUM_OPS.get(name or "")
+
+
+def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite) -> Plan:
+    """A raw collective -> ``target = spmd.<op>(...)``, or a TODO saying which choice is open."""
+    short = name.rpartition(".")[2]
+    bound = calls.bind(call.args, raw.params)
+    if isinstance(bound, str):
+        return Todo(f"{short} {bound}; rewrite it as a typed spmd.{raw.op}")
+    if raw.tensor not in bound or raw.target not in bound:
+        return Todo(f"{short} is called without its tensors; rewrite it as a typed spmd.{raw.op}")
+    group = bound.get("group")
+    axis = axis_of_group(calls.source(group.value)) if group is not None else None
+    x = bound[raw.tensor].value
+    target = bound[raw.target].value
+    reduction = _reduce_op(bound.get("op"))
+    sketch = _sketch(raw, x, target, axis or "AXIS", group, raw.dst or "R|I", reduction)
+
+    blocker = _blocker(short, bound, target, axis, group, reduction, site)
+    if blocker is not None:
+        return Todo(f"{blocker}; the typed form is `{sketch}`")
+    dst = raw.dst or site.replicated_dst
+    if dst is None:
+        return Todo(
+            f"choose the type of the replicated result: dst=I if every rank next does the same "
+            f"work with it (a loss, a metric), dst=R if it feeds different work per rank; "
+            f"the typed form is `{sketch}` (--replicated-dst decides for a whole run)"
+        )
+    assert isinstance(target, cst.Name) and axis is not None and group is not None
+    extra = [calls.keyword("group", group.value)]
+    if reduction == "avg":
+        extra.insert(0, calls.keyword("op", cst.SimpleString('"avg"')))
+    return _rewrite(call, raw.op, x, axis, raw.src, dst, extra, target=target.value)
+
+
+def _blocker(short: str, bound: dict[str, cst.Arg], target: cst.BaseExpression, axis: str | None,
+             group: cst.Arg | None, reduction: str | None, site: RawSite) -> str | None:
+    """Why the in-place call cannot become ``target = typed call`` mechanically, if it cannot."""
+    async_op = bound.get("async_op")
+    if async_op is not None and calls.literal_bool(async_op.value) is not False:
+        return f"{short} may run asynchronously; the typed collectives are synchronous (wait at once)"
+    if not site.is_statement:
+        return f"the result of {short} (a work handle) is used"
+    if reduction is None:
+        return f"{short} reduces with {calls.source(bound['op'].value)}; the typed collectives sum (or average)"
+    for sizes in ("output_split_sizes", "input_split_sizes"):
+        if sizes in bound and not calls.is_none(bound[sizes].value):
+            return f"{short} has uneven {sizes}; the typed all_to_all splits evenly"
+    if not isinstance(target, cst.Name):
+        return (f"{short} writes into {calls.source(target)} in place; the typed call returns a new "
+                f"tensor, so bind it to a name and use that name afterwards")
+    if target.value in site.parameters:
+        return (f"{short} writes into the parameter {target.value} in place, which the caller sees; "
+                f"the typed call returns a new tensor: return it instead")
+    if group is None:
+        return f"{short} runs on the default (world) group, which is not a mesh axis; pass the axis' group"
+    if axis is None:
+        return f"which mesh axis is group={calls.source(group.value)}? name it in the typed call"
+    return None
+
+
+def _sketch(raw: RawCollective, x: cst.BaseExpression, target: cst.BaseExpression, axis: str,
+            group: cst.Arg | None, dst: str, reduction: str | None) -> str:
+    """The typed call as a one-line hint for a TODO."""
+    extra = ', op="avg"' if reduction == "avg" else ""
+    extra += f", group={calls.source(group.value)}" if group is not None else ""
+    return (f"{calls.source(target)} = spmd.{raw.op}({calls.source(x)}, {axis}, "
+            f"src={raw.src}, dst={dst}{extra})")

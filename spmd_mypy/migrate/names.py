@@ -9,17 +9,25 @@ it, and so do we.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 __all__ = ["module_of_path", "package_of_module", "absolute"]
 
 
-def module_of_path(path: Path) -> str:
+def module_of_path(path: Path, roots: Sequence[Path] = ()) -> str:
     """``.../fairscale/nn/model_parallel/layers.py`` -> ``fairscale.nn.model_parallel.layers``.
 
-    Walks up while the directory is a package (has ``__init__.py``); a file
-    outside any package is a top-level module named by its stem.
+    Under one of ``roots`` (directories imports start from, like
+    site-packages) the name is the path below the root, which is the only
+    way to see a namespace package such as ``megatron`` (no ``__init__.py``).
+    Otherwise walk up while the directory is a package (has ``__init__.py``);
+    a file outside any package is a top-level module named by its stem.
     """
     path = path.resolve()
+    for root in roots:
+        if path.is_relative_to(root.resolve()):
+            parts = list(path.relative_to(root.resolve()).with_suffix("").parts)
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
     parts = [] if path.name == "__init__.py" else [path.stem]
     directory = path.parent
     while (directory / "__init__.py").is_file():
@@ -41,6 +49,6 @@ def absolute(name: str, package: str) -> str:
         return name
     base = package.split(".") if package else []
     if level - 1 > len(base):
-        return stripped  # beyond the top-level package: unresolvable, keep the tail
+        return stripped  # beyond the known top-level package: keep the tail
     base = base[: len(base) - (level - 1)]
     return ".".join([*base, stripped]) if base else stripped

@@ -175,5 +175,6 @@ def _sketch(raw: RawCollective, x: cst.BaseExpression, target: cst.BaseExpressio
     """The typed call as a one-line hint for a TODO."""
     extra = ', op="avg"' if reduction == "avg" else ""
     extra += f", group={calls.source(group.value)}" if group is not None else ""
-    return (f"{calls.source(target)} = spmd.{raw.op}({calls.source(x)}, {axis}, "
+    name = calls.source(target) if isinstance(target, cst.Name) else "y"
+    return (f"{name} = spmd.{raw.op}({calls.source(x)}, {axis}, "
             f"src={raw.src}, dst={dst}{extra})")

@@ -128,9 +128,16 @@ MAPPING_MODULES = frozenset(
 """Modules whose helpers are rewritten (the packages re-export the mappings)."""
 
 
-def helper_for(qualified_name: str) -> tuple[str, Helper] | None:
-    """``"megatron.core.tensor_parallel.mappings.all_to_all"`` -> its row, if it is one."""
+def helper_for(qualified_name: str, relative: bool = False) -> tuple[str, Helper] | None:
+    """``"megatron.core.tensor_parallel.mappings.all_to_all"`` -> its row, if it is one.
+
+    A name that came from a relative import may lack its top-level packages
+    (a namespace package like ``megatron`` has no ``__init__.py`` to find),
+    so it matches any mapping module it is a dotted suffix of.
+    """
     module, _, name = qualified_name.rpartition(".")
-    if module in MAPPING_MODULES and name in HELPERS:
+    if name not in HELPERS:
+        return None
+    if module in MAPPING_MODULES or (relative and any(m.endswith("." + module) for m in MAPPING_MODULES)):
         return name, HELPERS[name]
     return None

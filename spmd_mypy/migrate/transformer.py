@@ -115,9 +115,10 @@ class MigrateCommand(VisitorBasedCodemodCommand):
     def _names(self, node: cst.CSTNode) -> set:
         return self.get_metadata(QualifiedNameProvider, node, set())
 
-    def _qualified(self, func: cst.BaseExpression) -> list[str]:
+    def _qualified(self, func: cst.BaseExpression) -> list[tuple[str, bool]]:
+        """The names ``func`` may refer to, absolute, each with whether it came from a relative import."""
         package = self.context.full_package_name or ""
-        return sorted(absolute(q.name, package) for q in self._names(func))
+        return sorted((absolute(q.name, package), q.name.startswith(".")) for q in self._names(func))
 
     # -- planning -------------------------------------------------------------
 
@@ -127,8 +128,8 @@ class MigrateCommand(VisitorBasedCodemodCommand):
             self._plans[node] = self._unshadowed(node, plan)
 
     def _plan(self, node: cst.Call) -> plans.Plan | None:
-        for name in self._qualified(node.func):
-            helper = helper_for(name)
+        for name, relative in self._qualified(node.func):
+            helper = helper_for(name, relative)
             if helper is not None:
                 return plans.plan_helper(helper[0], helper[1], node)
             if name in RAW_COLLECTIVES or name in LIST_COLLECTIVES:

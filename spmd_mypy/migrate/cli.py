@@ -1,0 +1,143 @@
+"""The ``spmd-migrate`` command line.
+
+    spmd-migrate [--diff | --in-place | --output-dir DIR] [--overlay FILE ...]
+                 [--replicated-dst R|I] PATH ...
+
+PATHs are files or directories (searched for ``*.py``).  Without a mode the
+command only prints a diff: nothing is written unless asked.  With
+``--output-dir`` every PATH is copied under DIR (a directory PATH keeps its
+own name, so ``spmd-migrate --output-dir out site-packages/fairscale`` writes
+``out/fairscale/...``) and the copies are migrated; the originals are never
+touched.  Module names (for relative imports and overlays) come from the
+path below a ``--root`` (needed for namespace packages such as
+``megatron``), else from the ``__init__.py`` files around each original.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from spmd_mypy.migrate.engine import migrate_source
+from spmd_mypy.migrate.names import module_of_path
+from spmd_mypy.migrate.overlay import ModuleOverlay, OverlayError, apply_overlay, load_overlays
+from spmd_mypy.migrate.transformer import Report
+
+__all__ = ["main"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One file: read from ``source`` (which also names its module), write to ``destination``."""
+
+    source: Path
+    destination: Path
+
+
+def _python_files(path: Path) -> list[Path]:
+    return sorted(path.rglob("*.py")) if path.is_dir() else [path]
+
+
+def _jobs(paths: Sequence[Path], output_dir: Path | None) -> list[Job]:
+    jobs = []
+    for root in paths:
+        for file in _python_files(root):
+            if output_dir is None:
+                destination = file
+            elif root.is_dir():
+                destination = output_dir / root.name / file.relative_to(root)
+            else:
+                destination = output_dir / file.name
+            jobs.append(Job(file, destination))
+    return jobs
+
+
+def _copy_tree(paths: Sequence[Path], output_dir: Path) -> None:
+    """Copy every PATH whole (data files and all), so a copied package still imports."""
+    for root in paths:
+        if root.is_dir():
+            shutil.copytree(root, output_dir / root.name, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root, output_dir / root.name)
+
+
+def _transform(
+    job: Job, overlays: dict[str, ModuleOverlay], replicated_dst: str | None, roots: Sequence[Path]
+) -> tuple[str, str, Report]:
+    original = job.source.read_text()
+    module = module_of_path(job.source, roots)
+    code = original
+    if module in overlays:
+        code = apply_overlay(code, module, overlays[module])
+    result = migrate_source(code, module, is_package=job.source.name == "__init__.py",
+                            replicated_dst=replicated_dst)
+    return original, result.code, result.report
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spmd-migrate",
+        description="Rewrite Megatron/fairscale mapping helpers and torch.distributed collectives "
+        "to typed spmd_stubs collectives.",
+    )
+    parser.add_argument("paths", nargs="+", type=Path, help="files or directories")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--diff", action="store_true", help="print a unified diff (the default)")
+    mode.add_argument("--in-place", action="store_true", help="rewrite the files")
+    mode.add_argument("--output-dir", type=Path, help="copy the paths under DIR and rewrite the copies")
+    parser.add_argument("--overlay", type=Path, action="append", default=[],
+                        help="a TOML file of SPMD annotations to apply first (repeatable)")
+    parser.add_argument("--replicated-dst", choices=("R", "I"),
+                        help="dst for raw all_reduce/all_gather results (otherwise a TODO)")
+    parser.add_argument("--root", type=Path, action="append", default=[],
+                        help="a directory imports start from (like site-packages); needed to name "
+                        "modules of namespace packages such as megatron (repeatable)")
+    parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    missing = [str(p) for p in args.paths if not p.exists()]
+    if missing:
+        print(f"spmd-migrate: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        overlays = load_overlays(args.overlay)
+    except OverlayError as err:
+        print(f"spmd-migrate: {err}", file=sys.stderr)
+        return 2
+    if args.output_dir is not None:
+        _copy_tree(args.paths, args.output_dir)
+    totals = Report()
+    changed_files = 0
+    for job in _jobs(args.paths, args.output_dir):
+        try:
+            original, code, report = _transform(job, overlays, args.replicated_dst, args.root)
+        except OverlayError as err:
+            print(f"spmd-migrate: {err}", file=sys.stderr)
+            return 2
+        totals.findings.extend(report.findings)
+        if not args.quiet:
+            for finding in report.findings:
+                print(f"{job.source}:{finding.line}: {finding.kind}: {finding.message}")
+        if code == original:
+            continue
+        changed_files += 1
+        if args.in_place or args.output_dir is not None:
+            job.destination.write_text(code)
+        else:
+            sys.stdout.writelines(difflib.unified_diff(
+                original.splitlines(keepends=True), code.splitlines(keepends=True),
+                fromfile=str(job.source), tofile=str(job.source)))
+    print(f"spmd-migrate: {totals.rewritten} calls rewritten, {totals.todos} TODOs, "
+          f"{totals.skipped} collectives inside autograd Functions left as is, "
+          f"{changed_files} files changed", file=sys.stderr)
+    return 0

@@ -1,0 +1,235 @@
+"""SPMD annotations declared outside a module's source, applied to a copy of it.
+
+For third-party code nobody here maintains (fairscale, megatron-core): an
+overlay file names functions, parameters and attributes and gives their
+SPMD types; :class:`OverlayCommand` writes them into the module as
+annotations, so the plugin checks the copy.  The format (TOML)::
+
+    [modules."fairscale.nn.model_parallel.layers".functions]
+    "ColumnParallelLinear.forward" = { input_ = "I@tp", return = ["I@tp", "S(-1)@tp"] }
+
+    [modules."fairscale.nn.model_parallel.layers".attributes]
+    "ColumnParallelLinear.weight" = "S(0)@tp"
+
+A type is ``"R@tp, V@dp"`` (validated by the type algebra's parser); a list
+is a union, for results whose type depends on a run-time flag.  An entry
+that matches nothing is an error: the overlay went stale against the code.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import libcst as cst
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod.visitors import AddImportsVisitor
+
+from spmd_stubs import algebra
+
+__all__ = ["OverlayError", "SpmdType", "ModuleOverlay", "load_overlays", "OverlayCommand", "apply_overlay"]
+
+
+class OverlayError(ValueError):
+    """A malformed overlay file, or an entry that matches nothing in the module."""
+
+
+@dataclass(frozen=True)
+class SpmdType:
+    """A tensor type, or a union of them, as written in an overlay."""
+
+    alternatives: tuple[algebra.TensorType, ...]
+
+    @classmethod
+    def parse(cls, value: Any, where: str) -> "SpmdType":
+        texts = value if isinstance(value, list) else [value]
+        if not texts or not all(isinstance(text, str) for text in texts):
+            raise OverlayError(f"{where}: a type is a string like \"R@tp\" or a list of them")
+        try:
+            return cls(tuple(algebra.TensorType.parse(text) for text in texts))
+        except ValueError as err:
+            raise OverlayError(f"{where}: {err}") from err
+
+    def annotation(self) -> str:
+        """``Tensor[R@tp, V@dp]`` (the headline form), ``|``-joined for a union."""
+        return " | ".join(f"Tensor[{t}]" for t in self.alternatives)
+
+    def imports(self) -> tuple[set[str], set[str]]:
+        """(names from spmd_stubs, axes from spmd_stubs.axes) the annotation uses."""
+        names, axes = {"Tensor"}, set()
+        for tensor_type in self.alternatives:
+            for axis, axis_type in tensor_type.axes:
+                axes.add(axis)
+                names.add("S" if axis_type.shard is not None else axis_type.kind.value)
+        return names, axes
+
+
+@dataclass
+class ModuleOverlay:
+    """The entries for one module: ``functions[path][param or "return"]``, ``attributes[path]``."""
+
+    functions: dict[str, dict[str, SpmdType]] = field(default_factory=dict)
+    attributes: dict[str, SpmdType] = field(default_factory=dict)
+
+    def merge(self, other: "ModuleOverlay") -> None:
+        self.functions.update(other.functions)
+        self.attributes.update(other.attributes)
+
+
+def _module_overlay(module: str, spec: Any) -> ModuleOverlay:
+    if not isinstance(spec, dict) or set(spec) - {"functions", "attributes"}:
+        raise OverlayError(f"modules.{module}: expected only [functions] and [attributes] tables")
+    overlay = ModuleOverlay()
+    for path, params in spec.get("functions", {}).items():
+        if not isinstance(params, dict):
+            raise OverlayError(f"{module}.{path}: a function entry is a table of parameter = type")
+        overlay.functions[path] = {
+            name: SpmdType.parse(value, f"{module}.{path}({name})") for name, value in params.items()
+        }
+    for path, value in spec.get("attributes", {}).items():
+        if "." not in path:
+            raise OverlayError(f"{module}.{path}: an attribute is written Class.attribute")
+        overlay.attributes[path] = SpmdType.parse(value, f"{module}.{path}")
+    return overlay
+
+
+def load_overlays(paths: Sequence[Path]) -> dict[str, ModuleOverlay]:
+    """Read overlay files; later files add to (and override) earlier ones."""
+    merged: dict[str, ModuleOverlay] = {}
+    for path in paths:
+        with open(path, "rb") as handle:
+            try:
+                data = tomllib.load(handle)
+            except tomllib.TOMLDecodeError as err:
+                raise OverlayError(f"{path}: {err}") from err
+        if set(data) - {"modules"}:
+            raise OverlayError(f"{path}: expected only [modules.\"<module>\"...] tables")
+        for module, spec in data.get("modules", {}).items():
+            merged.setdefault(module, ModuleOverlay()).merge(_module_overlay(module, spec))
+    return merged
+
+
+def _annotation(spmd_type: SpmdType) -> cst.Annotation:
+    return cst.Annotation(cst.parse_expression(spmd_type.annotation()))
+
+
+class OverlayCommand(VisitorBasedCodemodCommand):
+    """Write one module's overlay entries into it as annotations."""
+
+    DESCRIPTION = "Apply SPMD annotations declared in an overlay file."
+
+    def __init__(self, context: CodemodContext, overlay: ModuleOverlay) -> None:
+        super().__init__(context)
+        self.overlay = overlay
+        self.unmatched = {*overlay.functions, *overlay.attributes}
+        self._path: list[str] = []
+
+    def _use(self, spmd_type: SpmdType) -> None:
+        names, axes = spmd_type.imports()
+        for name in sorted(names):
+            AddImportsVisitor.add_needed_import(self.context, "spmd_stubs", name)
+        for axis in sorted(axes):
+            AddImportsVisitor.add_needed_import(self.context, "spmd_stubs.axes", axis)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._path.append(node.name.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._path.append(node.name.value)
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        path = ".".join(self._path)
+        self._path.pop()
+        entry = self.overlay.functions.get(path)
+        if entry is None:
+            return updated_node
+        self.unmatched.discard(path)
+        params = {p.name.value for p in _all_params(updated_node.params)}
+        missing = set(entry) - params - {"return"}
+        if missing:
+            raise OverlayError(f"{self.context.full_module_name}.{path} has no parameter {sorted(missing)}")
+        for spmd_type in entry.values():
+            self._use(spmd_type)
+        return updated_node.with_changes(
+            params=_annotate_params(updated_node.params, entry),
+            returns=_annotation(entry["return"]) if "return" in entry else updated_node.returns,
+        )
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        path = ".".join(self._path)
+        self._path.pop()
+        prefix = path + "."
+        declared = {
+            key[len(prefix):]: value
+            for key, value in self.overlay.attributes.items()
+            if key.startswith(prefix) and "." not in key[len(prefix):]
+        }
+        if not declared:
+            return updated_node
+        for name, spmd_type in declared.items():
+            self.unmatched.discard(prefix + name)
+            self._use(spmd_type)
+        return updated_node.with_changes(body=_declare_attributes(updated_node.body, declared))
+
+
+def _all_params(params: cst.Parameters) -> list[cst.Param]:
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    return every + [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+
+
+def _annotate_params(params: cst.Parameters, entry: dict[str, SpmdType]) -> cst.Parameters:
+    def annotate(param: cst.Param) -> cst.Param:
+        spmd_type = entry.get(param.name.value)
+        return param if spmd_type is None else param.with_changes(annotation=_annotation(spmd_type))
+
+    return params.with_changes(
+        posonly_params=[annotate(p) for p in params.posonly_params],
+        params=[annotate(p) for p in params.params],
+        kwonly_params=[annotate(p) for p in params.kwonly_params],
+    )
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _declared_name(statement: cst.BaseStatement) -> str | None:
+    """The attribute a class-level ``name: T`` statement declares."""
+    if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.AnnAssign):
+        target = statement.body[0].target
+        return target.value if isinstance(target, cst.Name) else None
+    return None
+
+
+def _declare_attributes(body: cst.BaseSuite, declared: dict[str, SpmdType]) -> cst.BaseSuite:
+    """Class-level ``name: Tensor[...]`` declarations, after the docstring; existing ones re-annotated."""
+    statements = list(body.body)  # type: ignore[attr-defined]
+    existing = {_declared_name(s): i for i, s in enumerate(statements) if _declared_name(s)}
+    new = []
+    for name, spmd_type in declared.items():
+        if name in existing:
+            index = existing[name]
+            line = statements[index]
+            ann = line.body[0].with_changes(annotation=_annotation(spmd_type))  # type: ignore[attr-defined]
+            statements[index] = line.with_changes(body=[ann])  # type: ignore[attr-defined]
+        else:
+            new.append(cst.parse_statement(f"{name}: {spmd_type.annotation()}"))
+    at = 1 if statements and _is_docstring(statements[0]) else 0
+    return body.with_changes(body=[*statements[:at], *new, *statements[at:]])
+
+
+def apply_overlay(code: str, module: str, overlay: ModuleOverlay) -> str:
+    """Annotate ``code`` (the module ``module``) with its overlay; OverlayError if an entry is stale."""
+    command = OverlayCommand(CodemodContext(full_module_name=module), overlay)
+    tree = command.transform_module(cst.parse_module(code))
+    if command.unmatched:
+        raise OverlayError(f"overlay entries match nothing in {module}: {sorted(command.unmatched)}")
+    return tree.code

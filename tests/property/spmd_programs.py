@@ -1,0 +1,453 @@
+"""Random typed SPMD programs over the local vocabulary, as a hypothesis strategy.
+
+A program takes one to three inputs with a random type on each axis of a
+2 (dp) x 2 (tp) mesh, runs a few ordinary torch ops and typed collectives /
+casts on them, reduces one value to a scalar loss, usually finishes it with
+collectives that make it I or P on every axis, and calls ``loss.backward()``.
+It is written out as the Python source of one annotated function
+(:func:`to_source`) for mypy and the runtime shim, and kept as a list of
+statements (:class:`Program`) for the reference semantics.
+
+Generation is type-directed: a tracker (the rules of ``spmd_stubs.algebra``)
+follows each value's type, so most programs are well typed. Some programs are
+"wild": each step may ignore the types (a Partial times a Partial, a wrong
+``src``, a gated cast without ``expert_mode``, an unfinished loss), so the
+checker has something to reject. The tracker is only a guide for the
+generator; what is accepted is decided by mypy, what is correct by the
+reference (``spmd_reference``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Union
+
+from hypothesis import strategies as st
+
+from spmd_stubs import algebra
+from spmd_stubs.algebra import Apply, Arg, AxisType, Kind, Linearity, SpmdTypeError
+
+AXES = ("dp", "tp")
+AXIS_SIZE = 2
+MAX_NUMEL = 128
+MAX_NDIM = 4
+
+Shape = tuple[int, ...]
+Types = tuple[AxisType, ...]
+"""One type per axis, in the order of ``AXES``."""
+
+
+# --------------------------------------------------------------------------
+# Statements
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Value:
+    """A live variable: its name, local shape (the same on every rank) and types."""
+
+    name: str
+    shape: Shape
+    types: Types
+
+
+@dataclass(frozen=True)
+class Local:
+    """``target = <expression>``: an ordinary torch op, no communication."""
+
+    target: Value
+    expression: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Comm:
+    """``target = spmd.<op>(arg, axis, src=, dst=[, expert_mode=True])``."""
+
+    target: Value
+    op: str
+    arg: str
+    axis: str
+    src: AxisType
+    dst: AxisType
+    expert: bool
+
+    @property
+    def expression(self) -> str:
+        flag = ", expert_mode=True" if self.expert else ""
+        return f"spmd.{self.op}({self.arg}, {self.axis}, src={self.src}, dst={self.dst}{flag})"
+
+
+Statement = Union[Local, Comm]
+
+
+@dataclass(frozen=True)
+class Program:
+    """A typed function: annotated inputs, statements, the loss it calls backward on.
+
+    ``predicted`` is the set of error codes the tracker expects (empty for a
+    program the rules accept); it is a guide and a cross-check, not the verdict.
+    """
+
+    inputs: tuple[Value, ...]
+    body: tuple[Statement, ...]
+    loss: Value
+    predicted: frozenset[str]
+
+
+def to_source(program: Program, name: str = "program") -> str:
+    """The program as an annotated Python function (with its imports)."""
+    params = ", ".join(f"{v.name}: {_annotation(v.types)}" for v in program.inputs)
+    lines = [
+        "import torch",
+        "import torch.nn.functional as F",
+        "",
+        "import spmd_stubs as spmd",
+        "from spmd_stubs import I, P, R, S, Tensor, V",
+        "from spmd_stubs.axes import dp, tp",
+        "",
+        "",
+        f"def {name}({params}) -> None:",
+    ]
+    lines += [f"    {s.target.name} = {s.expression}" for s in program.body]
+    lines.append(f"    {program.loss.name}.backward()")
+    return "\n".join(lines) + "\n"
+
+
+def _annotation(types: Types) -> str:
+    return "Tensor[" + ", ".join(t.on(axis) for axis, t in zip(AXES, types)) + "]"
+
+
+# --------------------------------------------------------------------------
+# Ordinary ops: source template, linearity (the algebra's expression), shape
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """An ordinary op: ``template`` is formatted with operand names and ``dims``."""
+
+    name: str
+    template: str
+    expr: algebra.Expr
+    arity: int
+    scalars: int = 0
+    """Python scalar operands, numbered after the tensor ones in ``expr``."""
+
+
+def _mul(*indices: int) -> Apply:
+    return Apply(Linearity.MULTILINEAR, *(Arg(i) for i in indices))
+
+
+_UNARY = [
+    OpSpec("neg", "-{0}", Apply(Linearity.LINEAR, Arg(0)), 1),
+    OpSpec("scale", "{0} * 0.5", _mul(0, 1), 1, scalars=1),
+    OpSpec("shift", "{0} + 1.0", Apply(Linearity.ADDITIVE, Arg(0), Arg(1)), 1, scalars=1),
+    OpSpec("tanh", "torch.tanh({0})", Apply(Linearity.NONLINEAR, Arg(0)), 1),
+    OpSpec("exp", "torch.exp({0})", Apply(Linearity.NONLINEAR, Arg(0)), 1),
+    OpSpec("gelu", "F.gelu({0})", Apply(Linearity.NONLINEAR, Arg(0)), 1),
+]
+_BINARY_SAME_SHAPE = [
+    OpSpec("add", "{0} + {1}", Apply(Linearity.ADDITIVE, Arg(0), Arg(1)), 2),
+    OpSpec("sub", "{0} - {1}", Apply(Linearity.ADDITIVE, Arg(0), Arg(1)), 2),
+    OpSpec("mul", "{0} * {1}", _mul(0, 1), 2),
+]
+_LINEAR = Apply(Linearity.LINEAR, Arg(0))
+_SUM_ALL = OpSpec("sum", "{0}.sum()", _LINEAR, 1)
+
+
+def _shape_ops(shape: Shape) -> list[tuple[OpSpec, Shape]]:
+    """Linear ops that move dims around: sum over a dim, transpose, reshape."""
+    out: list[tuple[OpSpec, Shape]] = []
+    for dim in range(len(shape)):
+        rest = shape[:dim] + shape[dim + 1 :]
+        out.append((OpSpec("sum_dim", f"{{0}}.sum(dim={dim})", _LINEAR, 1), rest))
+    if len(shape) >= 2:
+        swapped = (shape[1], shape[0]) + shape[2:]
+        out.append((OpSpec("transpose", "{0}.transpose(0, 1)", _LINEAR, 1), swapped))
+        merged = (shape[0] * shape[1],) + shape[2:]
+        out.append((OpSpec("flatten", f"{{0}}.reshape({_tuple(merged)})", _LINEAR, 1), merged))
+    if shape and shape[-1] % 2 == 0 and len(shape) < MAX_NDIM:
+        split = shape[:-1] + (2, shape[-1] // 2)
+        out.append((OpSpec("view", f"{{0}}.view({_tuple(split)})", _LINEAR, 1), split))
+    return out
+
+
+def _tuple(shape: Shape) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _pair_ops(a: Shape, b: Shape) -> list[tuple[OpSpec, Shape]]:
+    """Two-operand ops that fit the shapes ``a`` and ``b``."""
+    out: list[tuple[OpSpec, Shape]] = []
+    if a == b:
+        out += [(op, a) for op in _BINARY_SAME_SHAPE]
+    if len(a) == 2 and len(b) == 2 and a[1] == b[0]:
+        out.append((OpSpec("matmul", "{0} @ {1}", _mul(0, 1), 2), (a[0], b[1])))
+        out.append((OpSpec("einsum_mm", "torch.einsum('ij,jk->ik', {0}, {1})", _mul(0, 1), 2), (a[0], b[1])))
+    if len(a) == 2 and len(b) == 2 and a[1] == b[1]:
+        out.append((OpSpec("einsum_nt", "torch.einsum('ij,kj->ik', {0}, {1})", _mul(0, 1), 2), (a[0], b[0])))
+    if len(a) == 3 and len(b) == 2 and a[2] == b[0]:
+        out.append((OpSpec("bmatmul", "torch.matmul({0}, {1})", _mul(0, 1), 2), (a[0], a[1], b[1])))
+    return out
+
+
+# --------------------------------------------------------------------------
+# The tracker: the algebra's verdict, or a lenient guess after an error
+# --------------------------------------------------------------------------
+
+_LENIENT_ORDER = (Kind.P, Kind.V, Kind.R, Kind.I)
+"""After an op error the tracker guesses the type the author believed in:
+a Partial stays Partial, else Varying wins, else Replicate."""
+
+
+def _local_types(op: OpSpec, operands: list[Value]) -> tuple[Types, frozenset[str]]:
+    """The result's types of ``op`` on ``operands`` and the error codes it raises."""
+    types, codes = [], set()
+    for i, axis in enumerate(AXES):
+        args: list[algebra.Operand] = [v.types[i] for v in operands] + [algebra.SCALAR] * op.scalars
+        try:
+            result = algebra.evaluate(op.expr, args, op.name, axis)
+        except SpmdTypeError as err:
+            codes.add(err.code.value)
+            kinds = {v.types[i].kind for v in operands}
+            result = AxisType(next(k for k in _LENIENT_ORDER if k in kinds))
+        assert result is not None  # every operand is typed on every axis
+        types.append(result)
+    return tuple(types), frozenset(codes)
+
+
+def _comm_codes(op: str, actual: AxisType, src: AxisType, dst: AxisType, axis: str, expert: bool) -> frozenset[str]:
+    """Error codes of a collective/cast call on an input whose type is ``actual``."""
+    codes = set()
+    try:
+        algebra.transition(op, src, dst, axis, expert)
+    except SpmdTypeError as err:
+        codes.add(err.code.value)
+    try:
+        algebra.check_source(op, src, actual, axis)
+    except SpmdTypeError as err:
+        codes.add(err.code.value)
+    return frozenset(codes)
+
+
+# --------------------------------------------------------------------------
+# Shapes of collectives and casts (the V side stacks dim 0, S(i) concatenates dim i)
+# --------------------------------------------------------------------------
+
+
+def _gather_shape(shape: Shape, layout: AxisType) -> Optional[Shape]:
+    """The whole from one part: stack on a new dim 0 (V) or double dim i (S(i))."""
+    if layout.shard is None:
+        return (AXIS_SIZE,) + shape
+    dim = layout.shard % len(shape)
+    return shape[:dim] + (shape[dim] * AXIS_SIZE,) + shape[dim + 1 :]
+
+
+def _scatter_shape(shape: Shape, layout: AxisType) -> Optional[Shape]:
+    """One part of the whole: unbind dim 0 (V) or halve dim i (S(i)); None if it does not split."""
+    if layout.shard is None:
+        return shape[1:] if shape and shape[0] == AXIS_SIZE else None
+    dim = layout.shard % len(shape)
+    if shape[dim] % AXIS_SIZE:
+        return None
+    return shape[:dim] + (shape[dim] // AXIS_SIZE,) + shape[dim + 1 :]
+
+
+def comm_shape(op: str, src: AxisType, dst: AxisType, shape: Shape) -> Optional[Shape]:
+    """The local result shape of a collective/cast, None when the shape does not fit it."""
+    if _needs_dim(src, shape) or _needs_dim(dst, shape):
+        return None
+    if op == "redistribute":
+        step = algebra.route(src, dst)
+        return shape if step is None else comm_shape(step.op, step.src, step.dst, shape)
+    s, d = src.kind, dst.kind
+    if op in ("all_gather",) or (op == "convert" and s is Kind.V and d is Kind.P):
+        return _gather_shape(shape, src)
+    if op == "reduce_scatter" or (op == "convert" and s in (Kind.R, Kind.I) and d is Kind.V):
+        return _scatter_shape(shape, dst)
+    if op == "all_to_all":
+        whole = _gather_shape(shape, src) if src.shard is not None else shape
+        if src.shard is None and not (shape and shape[0] == AXIS_SIZE):
+            return None
+        return _scatter_shape(whole, dst) if dst.shard is not None else whole
+    return shape
+
+
+def _needs_dim(layout: AxisType, shape: Shape) -> bool:
+    """A shard type names a dim the tensor must have."""
+    return layout.shard is not None and not -len(shape) <= layout.shard < len(shape)
+
+
+def _fits(shape: Optional[Shape]) -> bool:
+    if shape is None or len(shape) > MAX_NDIM:
+        return False
+    numel = 1
+    for size in shape:
+        numel *= size
+    return numel <= MAX_NUMEL
+
+
+# --------------------------------------------------------------------------
+# Candidate steps
+# --------------------------------------------------------------------------
+
+_FORMS = {
+    Kind.R: [AxisType(Kind.R)],
+    Kind.I: [AxisType(Kind.I)],
+    Kind.P: [AxisType(Kind.P)],
+    Kind.V: [AxisType(Kind.V), algebra.Shard(0), algebra.Shard(1), algebra.Shard(-1)],
+}
+_ALL_FORMS = [form for forms in _FORMS.values() for form in forms]
+_OPS = (*algebra.COLLECTIVES, *algebra.CASTS, "redistribute")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A possible next step and what the tracker predicts for it."""
+
+    make: Callable[[str], Statement]
+    """The statement, given the target's name."""
+    codes: frozenset[str]
+
+
+def _comm_candidates(value: Value, axis_index: int, wild: bool) -> list[Candidate]:
+    """Collectives/casts on one axis that fit the value's shape.
+
+    Tame: ``src`` is the value's type and the pair is valid (expert_mode passed
+    where needed). Wild: any src/dst form, valid or not, expert_mode a coin.
+    """
+    actual = value.types[axis_index]
+    axis = AXES[axis_index]
+    sources = _ALL_FORMS if wild else _FORMS[actual.kind]
+    out = []
+    for op in _OPS:
+        for src in sources:
+            for dst in _ALL_FORMS:
+                shape = comm_shape(op, src, dst, value.shape)
+                if not _fits(shape):
+                    continue
+                assert shape is not None
+                for expert in (False, True) if wild and op in algebra.CASTS else (_gated(op, src, dst),):
+                    codes = _comm_codes(op, actual, src, dst, axis, expert)
+                    if wild or not codes:
+                        types = value.types[:axis_index] + (dst,) + value.types[axis_index + 1 :]
+                        out.append(Candidate(_comm_maker(value, op, axis, src, dst, expert, shape, types), codes))
+    return out
+
+
+def _gated(op: str, src: AxisType, dst: AxisType) -> bool:
+    try:
+        algebra.transition(op, src, dst, "tp", expert_mode=False)
+    except SpmdTypeError as err:
+        return err.code is algebra.Code.EXPERT_MODE
+    return False
+
+
+def _comm_maker(value: Value, op: str, axis: str, src: AxisType, dst: AxisType, expert: bool, shape: Shape, types: Types) -> Callable[[str], Statement]:
+    return lambda name: Comm(Value(name, shape, types), op, value.name, axis, src, dst, expert)
+
+
+def _local_candidates(pool: list[Value], wild: bool) -> list[Candidate]:
+    """Ordinary ops on one or two live values that fit their shapes."""
+    out = []
+    for a in pool:
+        unary = [(op, a.shape) for op in _UNARY] + _shape_ops(a.shape)
+        if a.shape:
+            unary.append((_SUM_ALL, ()))
+        for op, shape in unary:
+            out += _local_candidate(op, [a], shape, wild)
+        for b in pool:
+            for op, shape in _pair_ops(a.shape, b.shape):
+                out += _local_candidate(op, [a, b], shape, wild)
+    return out
+
+
+def _local_candidate(op: OpSpec, operands: list[Value], shape: Shape, wild: bool) -> list[Candidate]:
+    types, codes = _local_types(op, operands)
+    if (codes and not wild) or not _fits(shape):
+        return []
+    expression = op.template.format(*(v.name for v in operands))
+    args = tuple(v.name for v in operands)
+    return [Candidate(lambda name: Local(Value(name, shape, types), expression, args), codes)]
+
+
+# --------------------------------------------------------------------------
+# The strategy
+# --------------------------------------------------------------------------
+
+_DIMS = st.sampled_from([2, 4])
+
+
+@st.composite
+def input_values(draw: st.DrawFn, index: int) -> Value:
+    """An input with a random shape and a random type (R, I, V, P, S(i)) per axis."""
+    shape = tuple(draw(st.lists(_DIMS, min_size=1, max_size=3)))
+    types = tuple(draw(st.sampled_from([f for f in _ALL_FORMS if not _needs_dim(f, shape)])) for _ in AXES)
+    return Value(f"x{index}", shape, types)
+
+
+@st.composite
+def programs(draw: st.DrawFn, max_steps: int = 6) -> Program:
+    """A typed program; about one in three is wild (may contain type errors)."""
+    wild = draw(st.integers(0, 2)) == 0
+    inputs = [draw(input_values(i)) for i in range(draw(st.integers(1, 3)))]
+    pool: list[Value] = list(inputs)
+    body: list[Statement] = []
+    predicted: set[str] = set()
+
+    def step(candidates: list[Candidate]) -> Value:
+        chosen = draw(st.sampled_from(candidates))
+        statement = chosen.make(f"t{len(body)}")
+        body.append(statement)
+        predicted.update(chosen.codes)
+        pool.append(statement.target)
+        return statement.target
+
+    for _ in range(draw(st.integers(0, max_steps))):
+        if draw(st.booleans()):
+            step(_local_candidates(pool, wild))
+        else:
+            value = draw(st.sampled_from(pool))
+            candidates = _comm_candidates(value, draw(st.integers(0, len(AXES) - 1)), wild)
+            if candidates:
+                step(candidates)
+    # Usually the last value, so that most of the body feeds the loss.
+    loss = pool[-1] if draw(st.booleans()) else draw(st.sampled_from(pool))
+    loss = _to_scalar(loss, step)
+    for axis_index in range(len(AXES)):
+        # A finished loss is I or P on the axis; leaving it be is sometimes
+        # right (it already is) and sometimes an error the checker must see.
+        if draw(st.integers(0, 5)) > 0 or not wild:
+            loss = _finish(loss, axis_index, step, wild)
+    loss = _to_scalar(loss, step)
+    predicted |= _loss_codes(loss)
+    return Program(tuple(inputs), tuple(body), loss, frozenset(predicted))
+
+
+def _to_scalar(value: Value, step: Callable[[list[Candidate]], Value]) -> Value:
+    if not value.shape:
+        return value
+    return step(_local_candidate(_SUM_ALL, [value], (), wild=True))
+
+
+def _finish(loss: Value, axis_index: int, step: Callable[[list[Candidate]], Value], wild: bool) -> Value:
+    """A cast/collective to I or P on the axis (or nothing when it already is one)."""
+    if loss.types[axis_index].kind in (Kind.I, Kind.P):
+        return loss
+    candidates = [
+        c for c in _comm_candidates(loss, axis_index, wild=False) if _dst_kind(c) in (Kind.I, Kind.P)
+    ]
+    return step(candidates) if candidates else loss
+
+
+def _dst_kind(candidate: Candidate) -> Kind:
+    statement = candidate.make("_")
+    assert isinstance(statement, Comm)
+    return statement.dst.kind
+
+
+def _loss_codes(loss: Value) -> frozenset[str]:
+    bad = any(t.kind not in (Kind.I, Kind.P) for t in loss.types)
+    return frozenset({algebra.Code.BACKWARD.value}) if bad else frozenset()
+

@@ -1,0 +1,260 @@
+"""Check a batch of generated programs with mypy, run them, compare gradients.
+
+The pipeline of the soundness property (used by ``test_soundness.py`` and
+``scripts/soundness.py``):
+
+1. :func:`check_batch` writes every program as a module and runs mypy with
+   the ``spmd_mypy`` plugin ONCE over all of them (one shared cache); a
+   program is accepted when mypy reports no error in its module.
+2. :func:`run_program` imports a program's module and calls it in the
+   simulated 4-rank world through the real runtime shim; the function itself
+   calls ``loss.backward()``; the per-rank input gradients are read back.
+3. :func:`judge` compares them with the reference gradients of the program's
+   global meaning (``spmd_reference``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Optional
+
+import torch
+import torch.distributed as dist
+
+from spmd_programs import Program, to_source
+from spmd_reference import Leaves, expected_pairs, random_leaves, rank_parts, reference_gradients
+
+REPO = Path(__file__).resolve().parents[2]
+RUNTIME_TESTS = REPO / "tests" / "runtime"
+if str(RUNTIME_TESTS) not in sys.path:
+    sys.path.insert(0, str(RUNTIME_TESTS))
+
+from spmd_world import MESH_DIMS, MESH_SHAPE, WORLD_SIZE, SimWorld  # noqa: E402
+
+MYPY_CONFIG = """\
+[mypy]
+plugins = spmd_mypy.plugin
+python_version = 3.11
+ignore_missing_imports = True
+follow_imports_for_stubs = True
+"""
+
+_ERROR = re.compile(r"^(?P<path>[^:\n]+\.py):(?P<line>\d+):(?:\d+:)? error: (?P<message>.*?)(?:  \[(?P<code>[\w-]+)\])?$")
+
+
+# --------------------------------------------------------------------------
+# 1. One mypy run per batch
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    """What mypy said about one program's module."""
+
+    errors: list[str] = field(default_factory=list)
+    codes: set[str] = field(default_factory=set)
+
+    @property
+    def accepted(self) -> bool:
+        return not self.errors
+
+
+@dataclass
+class MypyRun:
+    """The raw outcome of one mypy run over a batch."""
+
+    returncode: int
+    output: str
+    verdicts: list[Verdict]
+
+
+def module_name(index: int) -> str:
+    return f"prog_{index:05d}"
+
+
+def write_batch(programs: list[Program], directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("prog_*.py"):
+        stale.unlink()
+    for index, program in enumerate(programs):
+        (directory / f"{module_name(index)}.py").write_text(to_source(program))
+    (directory / "mypy.ini").write_text(MYPY_CONFIG)
+
+
+def check_batch(programs: list[Program], directory: Path, cache_dir: Path) -> MypyRun:
+    """mypy (with the plugin) once over every program; a verdict per program."""
+    write_batch(programs, directory)
+    files = [str(directory / f"{module_name(i)}.py") for i in range(len(programs))]
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(directory / "mypy.ini"), "--cache-dir", str(cache_dir),
+         "--no-error-summary", "--show-error-codes", "--hide-error-context", *files],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    output = proc.stdout + proc.stderr
+    verdicts = [Verdict() for _ in programs]
+    for line in output.splitlines():
+        match = _ERROR.match(line)
+        if match is None:
+            continue
+        index = int(Path(match["path"]).stem.split("_")[1])
+        verdicts[index].errors.append(line)
+        verdicts[index].codes.add(match["code"] or "untagged")
+    return MypyRun(proc.returncode, output, verdicts)
+
+
+def mypy_crashed(run: MypyRun) -> bool:
+    """A traceback or an internal error, or an exit code other than 0 (clean) / 1 (errors)."""
+    return run.returncode not in (0, 1) or "Traceback (most recent call last)" in run.output or "INTERNAL ERROR" in run.output
+
+
+# --------------------------------------------------------------------------
+# 2. The simulated world and a program's run in it
+# --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def simulated_world() -> Iterator[object]:
+    """The runtime tests' world: 4 ranks in one process, a 2 dp x 2 tp mesh bound.
+
+    Initialises the fake process group unless a fixture already did, and
+    yields the mesh; :func:`run_program` enters LocalTensorMode per program.
+    """
+    from torch.distributed._local_tensor import LocalTensorMode
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # registers "fake"
+
+    owner = not dist.is_initialized()
+    if owner:
+        dist.init_process_group("fake", rank=0, world_size=WORLD_SIZE, store=FakeStore())
+    try:
+        with LocalTensorMode(WORLD_SIZE):
+            mesh = init_device_mesh("cpu", MESH_SHAPE, mesh_dim_names=MESH_DIMS)
+        yield mesh
+    finally:
+        if owner:
+            dist.destroy_process_group()
+
+
+def load_program(path: Path) -> object:
+    """The ``program`` function of a generated module (imported under a unique name)."""
+    name = f"spmd_soundness_{path.parent.name}_{path.stem}_{abs(hash(path.read_text()))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.program
+
+
+@dataclass
+class Outcome:
+    """A program's run: gradients per input and rank, or the error the runtime raised."""
+
+    grads: Optional[dict[str, dict[int, torch.Tensor]]] = None
+    error: Optional[str] = None
+
+
+def run_program(mesh: object, path: Path, program: Program, leaves: Leaves) -> Outcome:
+    """Call the generated function on LocalTensors through the runtime shim."""
+    from torch.distributed._local_tensor import LocalTensorMode
+
+    import spmd_stubs as spmd
+
+    function = load_program(path)
+    with LocalTensorMode(WORLD_SIZE) as mode:
+        spmd.bind_mesh(mesh)  # type: ignore[arg-type]
+        try:
+            world = SimWorld(mode)
+            inputs = [world.make(rank_parts(v, leaves[v.name])).requires_grad_() for v in program.inputs]
+            function(*inputs)  # type: ignore[operator]
+        except (ValueError, RuntimeError) as err:
+            return Outcome(error=f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=-3)}")
+        finally:
+            spmd.unbind()
+    grads = {}
+    for v, x in zip(program.inputs, inputs):
+        grad = x.grad
+        grads[v.name] = {
+            r: (grad._local_tensors[r].detach() if grad is not None else torch.zeros(v.shape, dtype=torch.float64))  # type: ignore[attr-defined]
+            for r in range(WORLD_SIZE)
+        }
+    return Outcome(grads=grads)
+
+
+# --------------------------------------------------------------------------
+# 3. The judgement
+# --------------------------------------------------------------------------
+
+
+def judge(program: Program, outcome: Outcome, leaves: Leaves) -> list[str]:
+    """Every gradient comparison that fails (empty: the runtime's gradients are right)."""
+    assert outcome.grads is not None
+    reference = reference_gradients(program, leaves)
+    problems = []
+    for v in program.inputs:
+        for what, got, want in expected_pairs(v, outcome.grads[v.name], reference[v.name]):
+            if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-6, atol=1e-8):
+                problems.append(f"{what} ({v.types}): runtime {got.flatten().tolist()} != reference {want.flatten().tolist()}")
+    return problems
+
+
+@dataclass
+class Report:
+    """The tally of one or more batches."""
+
+    programs: int = 0
+    accepted: int = 0
+    accepted_runtime_errors: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)
+    rejected: Counter[str] = field(default_factory=Counter)
+    rejected_refused: Counter[str] = field(default_factory=Counter)
+    rejected_wrong: Counter[str] = field(default_factory=Counter)
+    disagreements: list[str] = field(default_factory=list)
+    mypy_crashes: list[str] = field(default_factory=list)
+
+
+def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mesh: object, seed: int, report: Report) -> None:
+    """Check the batch with one mypy run, run every program, add the results to ``report``."""
+    run = check_batch(programs, directory, cache_dir)
+    if mypy_crashed(run):
+        report.mypy_crashes.append(run.output[-4000:])
+        return
+    generator = torch.Generator().manual_seed(seed)
+    for index, (program, verdict) in enumerate(zip(programs, run.verdicts)):
+        path = directory / f"{module_name(index)}.py"
+        report.programs += 1
+        if verdict.accepted != (not program.predicted):
+            report.disagreements.append(_describe(program, verdict, "the checker and the rules' prediction disagree"))
+        leaves = random_leaves(program, generator)
+        outcome = run_program(mesh, path, program, leaves)
+        if verdict.accepted:
+            report.accepted += 1
+            if outcome.error is not None:
+                report.accepted_runtime_errors.append(_describe(program, verdict, outcome.error))
+            else:
+                problems = judge(program, outcome, leaves)
+                if problems:
+                    report.mismatches.append(_describe(program, verdict, "\n".join(problems)))
+            continue
+        for code in verdict.codes:
+            report.rejected[code] += 1
+            if outcome.error is not None:
+                report.rejected_refused[code] += 1
+            elif judge(program, outcome, leaves):
+                report.rejected_wrong[code] += 1
+
+
+def _describe(program: Program, verdict: Verdict, why: str) -> str:
+    errors = "\n".join(verdict.errors) or "(accepted)"
+    return f"{to_source(program)}# predicted: {sorted(program.predicted)}\n# mypy: {errors}\n# {why}\n"

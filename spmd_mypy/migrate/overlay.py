@@ -12,7 +12,8 @@ annotations, so the plugin checks the copy.  The format (TOML)::
     "ColumnParallelLinear.weight" = "S(0)@tp"
 
 A type is ``"R@tp, V@dp"`` (validated by the type algebra's parser); a list
-is a union, for results whose type depends on a run-time flag.  An entry
+is a union, for results whose type depends on a run-time flag, and may
+contain ``"None"`` (an optional parameter such as a bias).  An entry
 that matches nothing is an error: the overlay went stale against the code.
 """
 
@@ -38,23 +39,29 @@ class OverlayError(ValueError):
 
 @dataclass(frozen=True)
 class SpmdType:
-    """A tensor type, or a union of them, as written in an overlay."""
+    """A tensor type, or a union of them (possibly with None), as written in an overlay."""
 
     alternatives: tuple[algebra.TensorType, ...]
+    optional: bool = False
 
     @classmethod
     def parse(cls, value: Any, where: str) -> "SpmdType":
         texts = value if isinstance(value, list) else [value]
         if not texts or not all(isinstance(text, str) for text in texts):
             raise OverlayError(f"{where}: a type is a string like \"R@tp\" or a list of them")
+        tensors = [text for text in texts if text != "None"]
+        if not tensors:
+            raise OverlayError(f"{where}: a type needs at least one tensor type besides None")
         try:
-            return cls(tuple(algebra.TensorType.parse(text) for text in texts))
+            alternatives = tuple(algebra.TensorType.parse(text) for text in tensors)
         except ValueError as err:
             raise OverlayError(f"{where}: {err}") from err
+        return cls(alternatives, optional=len(tensors) < len(texts))
 
     def annotation(self) -> str:
         """``Tensor[R@tp, V@dp]`` (the headline form), ``|``-joined for a union."""
-        return " | ".join(f"Tensor[{t}]" for t in self.alternatives)
+        parts = [f"Tensor[{t}]" for t in self.alternatives] + (["None"] if self.optional else [])
+        return " | ".join(parts)
 
     def imports(self) -> tuple[set[str], set[str]]:
         """(names from spmd_stubs, axes from spmd_stubs.axes) the annotation uses."""

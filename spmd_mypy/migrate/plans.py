@@ -121,7 +121,7 @@ def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite) -> Pl
     if raw.tensor not in bound or raw.target not in bound:
         return Todo(f"{short} is called without its tensors; rewrite it as a typed spmd.{raw.op}")
     group = bound.get("group")
-    axis = axis_of_group(calls.source(group.value)) if group is not None else None
+    axis = _group_axis(group.value) if group is not None else None
     x = bound[raw.tensor].value
     target = bound[raw.target].value
     reduction = _reduce_op(bound.get("op"))
@@ -142,6 +142,18 @@ def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite) -> Pl
     if reduction == "avg":
         extra.insert(0, calls.keyword("op", cst.SimpleString('"avg"')))
     return _rewrite(call, raw.op, x, axis, raw.src, dst, extra, target=target.value)
+
+
+def _group_axis(group: cst.BaseExpression) -> str | None:
+    """The mesh axis a ``group=`` expression names: ``self.tp_group``, ``get_..._group()``.
+
+    A getter called with arguments is not trusted: Megatron's
+    ``get_data_parallel_group(with_context_parallel=True)`` is the flattened
+    (dp, cp) group, which no single name reveals.
+    """
+    if isinstance(group, cst.Call):
+        return axis_of_group(calls.source(group.func)) if not group.args else None
+    return axis_of_group(calls.source(group))
 
 
 def _blocker(short: str, bound: dict[str, cst.Arg], target: cst.BaseExpression, axis: str | None,

@@ -85,9 +85,9 @@ fairscale's ``get_model_parallel_group()`` is its tensor-parallel group.
 """
 
 
-def axis_of_group(group_source: str) -> str | None:
-    """The mesh axis a ``group=`` expression's source text names, if it names one."""
-    lowered = group_source.lower()
+def axis_of_group(group_name: str) -> str | None:
+    """The mesh axis a group's name (``self.tp_group``, ``get_data_parallel_group``) says, if any."""
+    lowered = group_name.lower()
     for needle, axis in GROUP_AXES:
         if needle in lowered:
             return axis

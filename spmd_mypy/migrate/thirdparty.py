@@ -1,0 +1,109 @@
+"""Check third-party tensor-parallel code: copy it, annotate and migrate the copy, run mypy.
+
+The supported workflow for code nobody here maintains (fairscale,
+megatron-core): the installed package is never edited; a copy is made,
+:mod:`.overlay` and the codemod rewrite the copy, and mypy with the
+``spmd_mypy`` plugin checks the chosen modules of the copy while every other
+module of those packages is skipped (unknown, ``Any``), which keeps the run
+to the layers of interest.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import spmd_stubs
+
+__all__ = ["installed_dir", "copy_installed", "mypy_config", "Diagnostic", "MypyRun", "run_mypy"]
+
+# Torch internals no tensor-parallel layer needs: skipping them halves a cold run.
+_HEAVY_TORCH = ("torch._inductor", "torch._dynamo", "torch.fx", "torch.onnx", "torch.export",
+                "torch._functorch", "torch.testing", "torch.utils.benchmark")
+
+
+def installed_dir(package: str) -> Path:
+    """Where an installed top-level package lives (namespace packages included), without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"{package} is not an installed package")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def copy_installed(packages: Sequence[str], destination: Path) -> Path:
+    """Copy whole installed packages under ``destination`` (so the copies still import)."""
+    for package in packages:
+        shutil.copytree(installed_dir(package), destination / package, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return destination
+
+
+def mypy_config(root: Path, skipped_packages: Sequence[str]) -> str:
+    """A mypy.ini for checking copied modules under ``root`` with the plugin.
+
+    ``check_untyped_defs``: third-party bodies are mostly unannotated, and
+    mypy would not look inside them otherwise.
+    """
+    stubs_root = Path(spmd_stubs.__file__).resolve().parent.parent
+    skipped = ",".join(f"{name}.*" for name in (*skipped_packages, *_HEAVY_TORCH))
+    return (
+        "[mypy]\n"
+        "plugins = spmd_mypy\n"
+        f"mypy_path = {root}:{stubs_root}\n"
+        "check_untyped_defs = True\n"
+        "ignore_missing_imports = True\n"
+        "follow_imports = silent\n"
+        f"\n[mypy-{skipped}]\n"
+        "follow_imports = skip\n"
+    )
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    path: str
+    line: int
+    severity: str
+    message: str
+    code: str | None
+
+    @property
+    def is_spmd(self) -> bool:
+        return self.code is not None and self.code.startswith("spmd")
+
+
+@dataclass(frozen=True)
+class MypyRun:
+    returncode: int
+    output: str
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def crashed(self) -> bool:
+        return self.returncode not in (0, 1) or "INTERNAL ERROR" in self.output or "Traceback" in self.output
+
+
+_LINE = re.compile(
+    r"^(?P<path>[^:\n]+):(?P<line>\d+): (?P<severity>error|note): (?P<message>.*?)(?:  \[(?P<code>[\w-]+)\])?$"
+)
+
+
+def run_mypy(root: Path, files: Sequence[Path], skipped_packages: Sequence[str], cache_dir: Path) -> MypyRun:
+    """Run mypy with the plugin over ``files`` (paths under ``root``) and parse what it says."""
+    config = root / "spmd-mypy.ini"
+    config.write_text(mypy_config(root, skipped_packages))
+    command = [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(cache_dir),
+               "--show-error-codes", "--no-error-summary", "--hide-error-context", "--no-pretty",
+               *(str(f.relative_to(root)) for f in files)]
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    output = done.stdout + done.stderr
+    diagnostics = tuple(
+        Diagnostic(m["path"], int(m["line"]), m["severity"], m["message"], m["code"])
+        for m in map(_LINE.match, output.splitlines()) if m
+    )
+    return MypyRun(done.returncode, output, diagnostics)

@@ -1,0 +1,129 @@
+"""spmd-migrate on raw torch.distributed collectives: rewrites where unambiguous, TODOs otherwise."""
+
+import textwrap
+
+import pytest
+
+from spmd_mypy.migrate import migrate_source
+
+HEADER = "import torch\nimport torch.distributed as dist\n\n\ndef f(x, g):\n"
+
+
+def migrate(lines: str, replicated_dst: str | None = None):
+    code = HEADER + textwrap.indent(textwrap.dedent(lines), "    ")
+    return migrate_source(code, "pkg.mod", replicated_dst=replicated_dst)
+
+
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        ("dist.reduce_scatter_tensor(out, buf, group=get_tensor_model_parallel_group())",
+         "out = spmd.reduce_scatter(buf, tp, src=P, dst=S(0), group=get_tensor_model_parallel_group())"),
+        ("torch.distributed._reduce_scatter_base(out, buf, group=dp_group)",
+         "out = spmd.reduce_scatter(buf, dp, src=P, dst=S(0), group=dp_group)"),
+        ("dist.all_to_all_single(out, buf, group=self.ep_group)",
+         "out = spmd.all_to_all(buf, ep, src=S(0), dst=S(0), group=self.ep_group)"),
+        ("dist.reduce_scatter_tensor(out, buf, op=dist.ReduceOp.SUM, group=cp_group, async_op=False)",
+         "out = spmd.reduce_scatter(buf, cp, src=P, dst=S(0), group=cp_group)"),
+    ],
+)
+def test_unambiguous_collectives_are_rewritten(before: str, after: str) -> None:
+    result = migrate(f"buf = x * 2\n{before}\n")
+    assert f"    {after}\n" in result.code
+    assert result.report.rewritten == 1 and result.report.todos == 0
+
+
+@pytest.mark.parametrize("dst", ["R", "I"])
+def test_replicated_dst_is_the_users_choice(dst: str) -> None:
+    lines = "buf = x * 2\ndist.all_reduce(buf, group=tp_group)\ndist.all_gather_into_tensor(out, buf, group=tp_group)\n"
+    undecided = migrate(lines)
+    assert undecided.report.todos == 2 and undecided.report.rewritten == 0
+    assert "choose the type of the replicated result" in undecided.code
+    assert "`buf = spmd.all_reduce(buf, tp, src=P, dst=R|I, group=tp_group)`" in undecided.code
+    decided = migrate(lines, replicated_dst=dst)
+    assert f"    buf = spmd.all_reduce(buf, tp, src=P, dst={dst}, group=tp_group)\n" in decided.code
+    assert f"    out = spmd.all_gather(buf, tp, src=S(0), dst={dst}, group=tp_group)\n" in decided.code
+
+
+def test_average_is_kept() -> None:
+    result = migrate("buf = x * 2\ndist.all_reduce(buf, op=dist.ReduceOp.AVG, group=dp_group)\n", "R")
+    assert '    buf = spmd.all_reduce(buf, dp, src=P, dst=R, op="avg", group=dp_group)\n' in result.code
+
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ("dist.all_reduce(x, group=tp_group)", "writes into the parameter x in place, which the caller sees"),
+        ("dist.all_reduce(buf.contiguous(), group=tp_group)", "writes into buf.contiguous() in place"),
+        ("handle = dist.all_reduce(buf, group=tp_group)", "the result of all_reduce (a work handle) is used"),
+        ("dist.all_reduce(buf, group=tp_group, async_op=True)", "may run asynchronously"),
+        ("dist.all_reduce(buf, op=dist.ReduceOp.MAX, group=tp_group)", "reduces with dist.ReduceOp.MAX"),
+        ("dist.all_reduce(buf)", "runs on the default (world) group"),
+        ("dist.all_reduce(buf, group=g)", "which mesh axis is group=g?"),
+        # The flattened (dp, cp) group: a getter with arguments is not trusted.
+        ("dist.all_reduce(buf, group=get_data_parallel_group(with_context_parallel=True))",
+         "which mesh axis is group=get_data_parallel_group(with_context_parallel=True)?"),
+        ("dist.all_to_all_single(out, buf, sizes, None, group=ep_group)", "has uneven output_split_sizes"),
+        ("dist.all_gather(parts, buf, group=tp_group)", "all_gather fills a list of tensors"),
+        ("dist.reduce_scatter(out, parts, group=tp_group)", "reduce_scatter takes a list of inputs"),
+        ("dist.all_to_all(outs, ins, group=ep_group)", "all_to_all exchanges lists of tensors"),
+        ("dist.all_reduce(*args)", "is called with *-unpacked arguments"),
+    ],
+)
+def test_ambiguous_collectives_keep_the_call_with_a_todo(line: str, reason: str) -> None:
+    result = migrate(f"buf = x * 2\n{line}\n", replicated_dst="R")
+    assert f"    # TODO(spmd-migrate): " in result.code
+    assert reason in result.code
+    assert f"    {line}\n" in result.code
+    assert (result.report.rewritten, result.report.todos) == (0, 1)
+
+
+@pytest.mark.parametrize("spelling", [
+    "import torch.distributed as dist\n_ = dist.all_reduce",
+    "import torch\n_ = torch.distributed.all_reduce",
+    "from torch.distributed import all_reduce\n_ = all_reduce",
+    "from torch import distributed\n_ = distributed.all_reduce",
+])
+def test_every_spelling_of_the_collective_is_found(spelling: str) -> None:
+    imports, _, func = spelling.partition("\n_ = ")
+    code = f"{imports}\n\ndef f():\n    buf = h()\n    {func}(buf, group=tp_group)\n"
+    result = migrate_source(code, "pkg.mod", replicated_dst="I")
+    assert "    buf = spmd.all_reduce(buf, tp, src=P, dst=I, group=tp_group)\n" in result.code
+
+
+def test_collectives_inside_autograd_functions_are_left_alone() -> None:
+    code = textwrap.dedent("""\
+        import torch
+        from torch.autograd import Function
+
+        class _Reduce(torch.autograd.Function):
+            @staticmethod
+            def backward(ctx, grad):
+                torch.distributed.all_reduce(grad, group=ctx.tp_group)
+                return grad
+
+        class _Other(Function):
+            @staticmethod
+            def forward(ctx, x):
+                buf = x.clone()
+                torch.distributed.all_reduce(buf, group=tp_group)
+                return buf
+        """)
+    result = migrate_source(code, "pkg.mod", replicated_dst="R")
+    assert result.code == code
+    assert (result.report.skipped, result.report.rewritten, result.report.todos) == (2, 0, 0)
+
+
+@pytest.mark.parametrize("group, axis", [
+    ("parallel_state.get_tensor_model_parallel_group()", "tp"),
+    ("self.tp_group", "tp"),
+    ("get_model_parallel_group()", "tp"),
+    ("mpu.get_data_parallel_group()", "dp"),
+    ("get_context_parallel_group()", "cp"),
+    ("get_expert_model_parallel_group()", "ep"),
+    ("get_expert_tensor_parallel_group()", "tp"),
+    ("pp_group", "pp"),
+])
+def test_the_axis_is_read_from_the_group(group: str, axis: str) -> None:
+    result = migrate(f"buf = x * 2\ndist.reduce_scatter_tensor(out, buf, group={group})\n")
+    assert f"out = spmd.reduce_scatter(buf, {axis}, src=P, dst=S(0), group={group})" in result.code

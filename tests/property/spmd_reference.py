@@ -7,16 +7,18 @@ list specification written with differentiable sums, stacks, concatenations
 and slices over the members of each group. No custom backward anywhere: the
 gradients are whatever autograd makes of these forward definitions.
 
-An input is a set of *leaves*: one tensor per coordinate on an axis where its
-type is V, S(i) or P (the ranks hold different data), a single tensor shared
-by every coordinate on an axis where it is R or I (one value, used on every
-rank). The global loss is the sum over the P axes of the per-rank losses, at
+An input is a set of *leaves*, the values its type says it has: one tensor
+per coordinate on an axis where it is V or S(i) (a list of values), a single
+tensor shared by every coordinate where it is R or I (one value, used on
+every rank) or P (one value, its meaning; each rank holds an arbitrary part
+of it, see :func:`local_value`). The global loss is the sum over the P axes of the per-rank losses, at
 coordinate 0 of the I axes (:func:`global_loss`).
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import torch
@@ -31,6 +33,14 @@ Grid = dict[Coord, torch.Tensor]
 Leaves = dict[str, Grid]
 """Input name -> its leaves, keyed by leaf coordinate (0 on shared axes)."""
 
+
+@dataclass(frozen=True)
+class Inputs:
+    """A program's inputs: the leaves (what gradients are taken of) and the P offsets."""
+
+    leaves: Leaves
+    offsets: dict[str, dict[tuple[Coord, Coord], torch.Tensor]]
+
 COORDS: list[Coord] = list(itertools.product(range(AXIS_SIZE), repeat=len(AXES)))
 
 
@@ -42,31 +52,63 @@ def rank_of(coord: Coord) -> int:
     return rank
 
 
-def _distinct(kind: Kind) -> bool:
-    """Ranks hold different data on an axis of this type (V, S(i), P)."""
-    return kind in (Kind.V, Kind.P)
-
-
 def leaf_of(types: Types, coord: Coord) -> Coord:
-    """The leaf a rank's value is: its own on distinct axes, the shared one (0) on R/I axes."""
-    return tuple(i if _distinct(t.kind) else 0 for t, i in zip(types, coord))
+    """The leaf behind a rank's value: its own on V axes, the shared one (0) elsewhere."""
+    return tuple(i if t.kind is Kind.V else 0 for t, i in zip(types, coord))
 
 
 def leaf_coords(types: Types) -> list[Coord]:
     return sorted({leaf_of(types, c) for c in COORDS})
 
 
-def random_leaves(program: Program, generator: torch.Generator) -> Leaves:
-    """Independent random values for every leaf of every input (float64)."""
-    return {
-        v.name: {c: 0.5 * torch.randn(v.shape, generator=generator, dtype=torch.float64) for c in leaf_coords(v.types)}
-        for v in program.inputs
-    }
+def _partial_axes(types: Types) -> list[int]:
+    return [a for a, t in enumerate(types) if t.kind is Kind.P]
 
 
-def rank_parts(value: Value, leaves: Grid) -> dict[int, torch.Tensor]:
-    """Every rank's local input (the leaf it is), for the runtime world."""
-    return {rank_of(c): leaves[leaf_of(value.types, c)].detach().clone() for c in COORDS}
+def _part_key(types: Types, coord: Coord) -> tuple[Coord, Coord]:
+    """Ranks with the same key hold the same part: the leaf and the coordinates on P axes."""
+    return leaf_of(types, coord), tuple(coord[a] for a in _partial_axes(types))
+
+
+def random_inputs(program: Program, generator: torch.Generator) -> Inputs:
+    """Random leaves (float64) and, for P inputs, random zero-sum offsets of the parts."""
+    leaves: Leaves = {}
+    offsets: Leaves = {}
+    for v in program.inputs:
+        leaves[v.name] = {c: _randn(v.shape, generator) for c in leaf_coords(v.types)}
+        keys = sorted({_part_key(v.types, c) for c in COORDS})
+        raw = {k: _randn(v.shape, generator) for k in keys}
+        offsets[v.name] = {}
+        for leaf in leaf_coords(v.types):
+            mine = [k for k in keys if k[0] == leaf]
+            mean = _sum([raw[k] for k in mine]) / len(mine)
+            offsets[v.name].update({k: raw[k] - mean for k in mine})
+    return Inputs(leaves, offsets)
+
+
+def _randn(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    return 0.5 * torch.randn(shape, generator=generator, dtype=torch.float64)
+
+
+def local_value(value: Value, leaves: Grid, offsets: dict[tuple[Coord, Coord], torch.Tensor], coord: Coord) -> torch.Tensor:
+    """A rank's local input: its leaf, or for P an arbitrary part of it.
+
+    A P input's leaf is its meaning X; the rank's part is X / (number of
+    parts) plus a constant offset, the offsets summing to zero. A program
+    whose result depends on more than the sum of the parts (P * P, f(P))
+    depends on the offsets, and its gradients then differ from dX.
+    """
+    leaf = leaves[leaf_of(value.types, coord)]
+    partial = _partial_axes(value.types)
+    if not partial:
+        return leaf
+    return leaf / AXIS_SIZE ** len(partial) + offsets[_part_key(value.types, coord)]
+
+
+def rank_parts(value: Value, inputs: Inputs) -> dict[int, torch.Tensor]:
+    """Every rank's local input, for the runtime world."""
+    leaves, offsets = inputs.leaves[value.name], inputs.offsets[value.name]
+    return {rank_of(c): local_value(value, leaves, offsets, c).detach().clone() for c in COORDS}
 
 
 # --------------------------------------------------------------------------
@@ -188,10 +230,10 @@ def _apply_local(statement: Local, env: dict[str, Grid]) -> Grid:
 # --------------------------------------------------------------------------
 
 
-def run(program: Program, leaves: Leaves) -> Grid:
-    """Every rank's loss, computed from the leaves."""
+def run(program: Program, leaves: Leaves, inputs: Inputs) -> Grid:
+    """Every rank's loss, computed from ``leaves`` (and the constant offsets of ``inputs``)."""
     env: dict[str, Grid] = {
-        v.name: {c: leaves[v.name][leaf_of(v.types, c)] for c in COORDS} for v in program.inputs
+        v.name: {c: local_value(v, leaves[v.name], inputs.offsets[v.name], c) for c in COORDS} for v in program.inputs
     }
     for statement in program.body:
         if isinstance(statement, Comm):
@@ -208,7 +250,7 @@ def counted(types: Types) -> Callable[[Coord], bool]:
     the ranks' parts. (A V loss has no agreed meaning; it counts like P, which
     is what seeding 1.0 on every rank differentiates.)
     """
-    return lambda c: all(_distinct(t.kind) or i == 0 for t, i in zip(types, c))
+    return lambda c: all(t.kind in (Kind.V, Kind.P) or i == 0 for t, i in zip(types, c))
 
 
 def global_loss(losses: Grid, types: Types) -> torch.Tensor:
@@ -216,11 +258,11 @@ def global_loss(losses: Grid, types: Types) -> torch.Tensor:
     return _sum([loss for c, loss in losses.items() if keep(c)])
 
 
-def reference_gradients(program: Program, leaves: Leaves) -> Leaves:
+def reference_gradients(program: Program, inputs: Inputs) -> Leaves:
     """d(global loss)/d(leaf) for every leaf, by plain autograd (zeros for unused leaves)."""
-    live = {name: {c: t.detach().clone().requires_grad_() for c, t in grid.items()} for name, grid in leaves.items()}
+    live = {name: {c: t.detach().clone().requires_grad_() for c, t in grid.items()} for name, grid in inputs.leaves.items()}
     flat = [t for grid in live.values() for t in grid.values()]
-    loss = global_loss(run(program, live), program.loss.types)
+    loss = global_loss(run(program, live, inputs), program.loss.types)
     grads = torch.autograd.grad(loss, flat, allow_unused=True)
     it: Iterable[torch.Tensor | None] = iter(grads)
     return {
@@ -244,9 +286,10 @@ def expected_pairs(value: Value, per_rank: dict[int, torch.Tensor], reference: G
       gradient is a pending sum (P) whose meaning is the sum of the ranks' parts.
     * I: one value in one logical computation; its gradient (I) must be the
       whole gradient on every rank.
-    * V, S(i), P: every rank holds its own leaf; its gradient is that rank's
-      (for P the gradient is R, the same on every rank, but each is still
-      compared with its own leaf's reference).
+    * V, S(i): every rank holds its own leaf; its gradient is that rank's.
+    * P: one leaf, the meaning X, of which every rank holds a part; moving any
+      one part moves X one for one, so every rank's gradient (an R value) must
+      be the whole dL/dX.
     """
     summed = [i for i, t in enumerate(value.types) if t.kind is Kind.R]
     out = []

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
-import re
-import subprocess
 import sys
 import traceback
 from collections import Counter
@@ -30,93 +27,42 @@ from typing import Iterator, Optional
 import torch
 import torch.distributed as dist
 
+from mypy_batch import REPO, FileErrors, MypyRun, run_mypy, write_config
 from spmd_programs import Program, to_source
-from spmd_reference import Leaves, expected_pairs, random_leaves, rank_parts, reference_gradients
+from spmd_reference import Inputs, expected_pairs, random_inputs, rank_parts, reference_gradients
 
-REPO = Path(__file__).resolve().parents[2]
 RUNTIME_TESTS = REPO / "tests" / "runtime"
 if str(RUNTIME_TESTS) not in sys.path:
     sys.path.insert(0, str(RUNTIME_TESTS))
 
 from spmd_world import MESH_DIMS, MESH_SHAPE, WORLD_SIZE, SimWorld  # noqa: E402
 
-MYPY_CONFIG = """\
-[mypy]
-plugins = spmd_mypy.plugin
-python_version = 3.11
-ignore_missing_imports = True
-follow_imports_for_stubs = True
-"""
-
-_ERROR = re.compile(r"^(?P<path>[^:\n]+\.py):(?P<line>\d+):(?:\d+:)? error: (?P<message>.*?)(?:  \[(?P<code>[\w-]+)\])?$")
-
-
 # --------------------------------------------------------------------------
 # 1. One mypy run per batch
 # --------------------------------------------------------------------------
-
-
-@dataclass
-class Verdict:
-    """What mypy said about one program's module."""
-
-    errors: list[str] = field(default_factory=list)
-    codes: set[str] = field(default_factory=set)
-
-    @property
-    def accepted(self) -> bool:
-        return not self.errors
-
-
-@dataclass
-class MypyRun:
-    """The raw outcome of one mypy run over a batch."""
-
-    returncode: int
-    output: str
-    verdicts: list[Verdict]
 
 
 def module_name(index: int) -> str:
     return f"prog_{index:05d}"
 
 
-def write_batch(programs: list[Program], directory: Path) -> None:
+def write_batch(programs: list[Program], directory: Path) -> list[Path]:
+    """Every program as a module ``prog_NNNNN.py`` (stale ones removed)."""
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("prog_*.py"):
         stale.unlink()
+    paths = []
     for index, program in enumerate(programs):
-        (directory / f"{module_name(index)}.py").write_text(to_source(program))
-    (directory / "mypy.ini").write_text(MYPY_CONFIG)
+        path = directory / f"{module_name(index)}.py"
+        path.write_text(to_source(program))
+        paths.append(path)
+    return paths
 
 
 def check_batch(programs: list[Program], directory: Path, cache_dir: Path) -> MypyRun:
-    """mypy (with the plugin) once over every program; a verdict per program."""
-    write_batch(programs, directory)
-    files = [str(directory / f"{module_name(i)}.py") for i in range(len(programs))]
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(directory / "mypy.ini"), "--cache-dir", str(cache_dir),
-         "--no-error-summary", "--show-error-codes", "--hide-error-context", *files],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    output = proc.stdout + proc.stderr
-    verdicts = [Verdict() for _ in programs]
-    for line in output.splitlines():
-        match = _ERROR.match(line)
-        if match is None:
-            continue
-        index = int(Path(match["path"]).stem.split("_")[1])
-        verdicts[index].errors.append(line)
-        verdicts[index].codes.add(match["code"] or "untagged")
-    return MypyRun(proc.returncode, output, verdicts)
-
-
-def mypy_crashed(run: MypyRun) -> bool:
-    """A traceback or an internal error, or an exit code other than 0 (clean) / 1 (errors)."""
-    return run.returncode not in (0, 1) or "Traceback (most recent call last)" in run.output or "INTERNAL ERROR" in run.output
+    """mypy (with the plugin) once over every program."""
+    paths = write_batch(programs, directory)
+    return run_mypy(paths, write_config(directory), cache_dir)
 
 
 # --------------------------------------------------------------------------
@@ -165,7 +111,7 @@ class Outcome:
     error: Optional[str] = None
 
 
-def run_program(mesh: object, path: Path, program: Program, leaves: Leaves) -> Outcome:
+def run_program(mesh: object, path: Path, program: Program, inputs: Inputs) -> Outcome:
     """Call the generated function on LocalTensors through the runtime shim."""
     from torch.distributed._local_tensor import LocalTensorMode
 
@@ -176,7 +122,7 @@ def run_program(mesh: object, path: Path, program: Program, leaves: Leaves) -> O
         spmd.bind_mesh(mesh)  # type: ignore[arg-type]
         try:
             world = SimWorld(mode)
-            inputs = [world.make(rank_parts(v, leaves[v.name])).requires_grad_() for v in program.inputs]
+            inputs = [world.make(rank_parts(v, inputs)).requires_grad_() for v in program.inputs]
             function(*inputs)  # type: ignore[operator]
         except (ValueError, RuntimeError) as err:
             return Outcome(error=f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=-3)}")
@@ -197,10 +143,10 @@ def run_program(mesh: object, path: Path, program: Program, leaves: Leaves) -> O
 # --------------------------------------------------------------------------
 
 
-def judge(program: Program, outcome: Outcome, leaves: Leaves) -> list[str]:
+def judge(program: Program, outcome: Outcome, inputs: Inputs) -> list[str]:
     """Every gradient comparison that fails (empty: the runtime's gradients are right)."""
     assert outcome.grads is not None
-    reference = reference_gradients(program, leaves)
+    reference = reference_gradients(program, inputs)
     problems = []
     for v in program.inputs:
         for what, got, want in expected_pairs(v, outcome.grads[v.name], reference[v.name]):
@@ -227,23 +173,22 @@ class Report:
 def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mesh: object, seed: int, report: Report) -> None:
     """Check the batch with one mypy run, run every program, add the results to ``report``."""
     run = check_batch(programs, directory, cache_dir)
-    if mypy_crashed(run):
+    if run.crashed:
         report.mypy_crashes.append(run.output[-4000:])
         return
     generator = torch.Generator().manual_seed(seed)
-    for index, (program, verdict) in enumerate(zip(programs, run.verdicts)):
-        path = directory / f"{module_name(index)}.py"
+    for program, (path, verdict) in zip(programs, run.files.items()):
         report.programs += 1
         if verdict.accepted != (not program.predicted):
             report.disagreements.append(_describe(program, verdict, "the checker and the rules' prediction disagree"))
-        leaves = random_leaves(program, generator)
-        outcome = run_program(mesh, path, program, leaves)
+        inputs = random_inputs(program, generator)
+        outcome = run_program(mesh, path, program, inputs)
         if verdict.accepted:
             report.accepted += 1
             if outcome.error is not None:
                 report.accepted_runtime_errors.append(_describe(program, verdict, outcome.error))
             else:
-                problems = judge(program, outcome, leaves)
+                problems = judge(program, outcome, inputs)
                 if problems:
                     report.mismatches.append(_describe(program, verdict, "\n".join(problems)))
             continue
@@ -251,10 +196,10 @@ def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mes
             report.rejected[code] += 1
             if outcome.error is not None:
                 report.rejected_refused[code] += 1
-            elif judge(program, outcome, leaves):
+            elif judge(program, outcome, inputs):
                 report.rejected_wrong[code] += 1
 
 
-def _describe(program: Program, verdict: Verdict, why: str) -> str:
+def _describe(program: Program, verdict: FileErrors, why: str) -> str:
     errors = "\n".join(verdict.errors) or "(accepted)"
     return f"{to_source(program)}# predicted: {sorted(program.predicted)}\n# mypy: {errors}\n# {why}\n"

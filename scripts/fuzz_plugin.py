@@ -1,0 +1,72 @@
+"""Fuzz the mypy plugin at scale: many rounds of hostile modules, one mypy run each.
+
+    python scripts/fuzz_plugin.py [--rounds 20] [--modules 100] [--seed 0]
+
+Prints per round the number of modules, spmd errors reported and whether
+mypy crashed (a traceback, INTERNAL ERROR, or an exit status other than
+0/1); a crashing round's output is printed and its modules kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "tests" / "fuzz"), str(REPO / "tests" / "property")]
+
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fuzz_sources import modules  # noqa: E402
+from test_fuzz_plugin import UNTYPED_CODE_BASES, fuzz_round  # noqa: E402
+from mypy_batch import run_mypy, write_config  # noqa: E402
+
+
+def draw_rounds(rounds: int, size: int, seed_value: int) -> list[list[str]]:
+    drawn: list[list[str]] = []
+
+    @seed(seed_value)
+    @settings(max_examples=rounds, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(st.lists(modules(), min_size=size, max_size=size))
+    def draw(sources: list[str]) -> None:
+        drawn.append(sources)
+
+    draw()
+    return drawn
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--modules", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    crashes = 0
+    codes: Counter[str] = Counter()
+    work = Path(tempfile.mkdtemp(prefix="spmd_fuzz_"))
+    start = time.perf_counter()
+    for number, sources in enumerate(draw_rounds(args.rounds, args.modules, args.seed)):
+        run = fuzz_round(sources, work / f"round_{number:03d}", work / "cache")
+        for errors in run.files.values():
+            codes.update(c for c in errors.codes if c.startswith("spmd"))
+        crashes += run.crashed
+        print(f"round {number}: {len(sources)} modules, exit {run.returncode}, {'CRASH' if run.crashed else 'ok'}", flush=True)
+        if run.crashed:
+            print(run.output[-6000:])
+    for package in UNTYPED_CODE_BASES:
+        run = run_mypy(sorted(package.glob("*.py")), write_config(work, "ignore_missing_imports = True\nfollow_imports = silent\n"), work / "cache")
+        crashes += run.crashed
+        print(f"{package}: exit {run.returncode}, {sum(len(e.errors) for e in run.files.values())} errors, {'CRASH' if run.crashed else 'ok'}")
+    print(f"\n{args.rounds * args.modules} fuzz modules in {time.perf_counter() - start:.0f} s, mypy crashes: {crashes}")
+    print("spmd error codes reported (modules):", dict(codes.most_common()))
+    print(f"modules kept in {work}")
+    return 1 if crashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

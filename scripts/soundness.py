@@ -8,7 +8,7 @@
   many the runtime refused (a ValueError from the shim), how many gave wrong
   gradients, and how many were right after all.
 
-    python scripts/soundness.py --programs 5000 [--batch 250] [--seed 0]
+    python scripts/soundness.py --programs 5000 [--batch 250] [--seed 0] [--checker rules]
 
 The generator, reference and harness live in tests/property/.
 """
@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--programs", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=250, help="programs per mypy run")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checker", choices=["mypy", "rules"], default="mypy",
+                        help="mypy with the plugin (the product), or the algebra's own verdicts (the rules alone)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     report = Report()
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="spmd_soundness_") as tmp, simulated_world() as mesh:
         for first in range(0, len(drawn), args.batch):
             batch = drawn[first : first + args.batch]
-            process_batch(batch, Path(tmp) / "batch", Path(tmp) / "cache", mesh, seed=args.seed + first, report=report)
+            process_batch(batch, Path(tmp) / "batch", Path(tmp) / "cache", mesh, seed=args.seed + first, report=report, checker=args.checker)
             print(f"{report.programs} programs, {report.accepted} accepted, {len(report.mismatches)} mismatches "
                   f"({time.perf_counter() - start:.0f} s)", flush=True)
     print_report(report, time.perf_counter() - start)

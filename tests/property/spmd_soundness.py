@@ -170,14 +170,28 @@ class Report:
     mypy_crashes: list[str] = field(default_factory=list)
 
 
-def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mesh: object, seed: int, report: Report) -> None:
-    """Check the batch with one mypy run, run every program, add the results to ``report``."""
-    run = check_batch(programs, directory, cache_dir)
-    if run.crashed:
-        report.mypy_crashes.append(run.output[-4000:])
-        return
+def rules_verdicts(programs: list[Program], directory: Path) -> dict[Path, FileErrors]:
+    """The algebra's own verdicts (the generator's prediction) instead of mypy's.
+
+    Measures the rules and the runtime without the plugin in between: for
+    when the plugin is not at hand, or to tell a plugin bug from a rule bug.
+    """
+    paths = write_batch(programs, directory)
+    return {path: FileErrors(sorted(p.predicted), set(p.predicted)) for path, p in zip(paths, programs)}
+
+
+def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mesh: object, seed: int, report: Report, checker: str = "mypy") -> None:
+    """Check the batch (one mypy run, or the rules), run every program, add the results to ``report``."""
+    if checker == "mypy":
+        run = check_batch(programs, directory, cache_dir)
+        if run.crashed:
+            report.mypy_crashes.append(run.output[-4000:])
+            return
+        verdicts = run.files
+    else:
+        verdicts = rules_verdicts(programs, directory)
     generator = torch.Generator().manual_seed(seed)
-    for program, (path, verdict) in zip(programs, run.files.items()):
+    for program, (path, verdict) in zip(programs, verdicts.items()):
         report.programs += 1
         if verdict.accepted != (not program.predicted):
             report.disagreements.append(_describe(program, verdict, "the checker and the rules' prediction disagree"))

@@ -16,7 +16,7 @@ from spmd_mypy.migrate import calls
 from spmd_mypy.migrate.raw import RawCollective, axis_of_group
 from spmd_mypy.migrate.table import Helper, Role
 
-__all__ = ["Rewrite", "Todo", "Plan", "RawSite", "plan_helper", "plan_raw"]
+__all__ = ["Rewrite", "Todo", "Plan", "RawSite", "group_axis", "plan_helper", "plan_raw"]
 
 
 @dataclass(frozen=True)
@@ -57,15 +57,21 @@ def plan_helper(name: str, helper: Helper, call: cst.Call) -> Plan:
     if isinstance(bound, str):
         return Todo(f"{name} {bound}; {by_hand}")
     dst = helper.typed.dst
+    axis = helper.typed.axis
     extra: list[cst.Arg] = []
     for param, role in helper.params:
         arg = bound.get(param)
         if arg is None or role is Role.INPUT:
             continue
         value = arg.value
-        if role in (Role.GROUP, Role.SPLIT_SIZES):
-            if not calls.is_none(value):
-                extra.append(calls.keyword("group" if role is Role.GROUP else "split_sizes", value))
+        if role is Role.GROUP and not calls.is_none(value):
+            axis = group_axis(value)
+            if axis is None:
+                return Todo(f"which mesh axis is group={calls.source(value)}? {by_hand} "
+                            f"with that axis and group={calls.source(value)}")
+            extra.append(calls.keyword("group", value))
+        elif role is Role.SPLIT_SIZES and not calls.is_none(value):
+            extra.append(calls.keyword("split_sizes", value))
         elif role is Role.OUTPUT_GRAD:
             flag = calls.literal_bool(value)
             if flag is None:
@@ -83,7 +89,7 @@ def plan_helper(name: str, helper: Helper, call: cst.Call) -> Plan:
     if "input_" not in bound:
         return Todo(f"{name} is called without its tensor; {by_hand}")
     typed = helper.typed
-    return _rewrite(call, typed.op, bound["input_"].value, typed.axis, typed.src, dst, extra)
+    return _rewrite(call, typed.op, bound["input_"].value, axis, typed.src, dst, extra)
 
 
 # --------------------------------------------------------------------------
@@ -121,7 +127,7 @@ def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite) -> Pl
     if raw.tensor not in bound or raw.target not in bound:
         return Todo(f"{short} is called without its tensors; rewrite it as a typed spmd.{raw.op}")
     group = bound.get("group")
-    axis = _group_axis(group.value) if group is not None else None
+    axis = group_axis(group.value) if group is not None else None
     x = bound[raw.tensor].value
     target = bound[raw.target].value
     reduction = _reduce_op(bound.get("op"))
@@ -144,7 +150,7 @@ def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite) -> Pl
     return _rewrite(call, raw.op, x, axis, raw.src, dst, extra, target=target.value)
 
 
-def _group_axis(group: cst.BaseExpression) -> str | None:
+def group_axis(group: cst.BaseExpression) -> str | None:
     """The mesh axis a ``group=`` expression names: ``self.tp_group``, ``get_..._group()``.
 
     A getter called with arguments is not trusted: Megatron's

@@ -65,7 +65,13 @@ LIST_COLLECTIVES: dict[str, str] = {
 }
 """List-based collectives: no one-to-one typed call, always a TODO."""
 
-GROUP_AXES: tuple[tuple[str, str], ...] = (
+GROUP_AXES: tuple[tuple[str, str | None], ...] = (
+    ("tp_ep", None),
+    ("tp_cp", None),
+    ("dp_cp", None),
+    ("expert_tensor_and_model", None),
+    ("tensor_and_data", None),
+    ("tensor_and_context", None),
     ("expert_tensor", "tp"),
     ("expert", "ep"),
     ("ep_group", "ep"),
@@ -79,15 +85,22 @@ GROUP_AXES: tuple[tuple[str, str], ...] = (
     ("pipeline", "pp"),
     ("pp_group", "pp"),
 )
-"""Substrings of a ``group=`` expression naming the mesh axis, most specific first.
+"""Substrings of a group's name and the mesh axis they mean, most specific first.
 
-fairscale's ``get_model_parallel_group()`` is its tensor-parallel group.
+``None`` marks flattened groups (Megatron's ``tp_ep_group``, the (dp, cp)
+group...): one name, several axes, so no axis is read from it.  fairscale's
+``get_model_parallel_group()`` is its tensor-parallel group.
 """
+
+_AXIS_NAMES = ("tp", "dp", "cp", "ep", "pp")
 
 
 def axis_of_group(group_name: str) -> str | None:
-    """The mesh axis a group's name (``self.tp_group``, ``get_data_parallel_group``) says, if any."""
+    """The mesh axis a group's name (``self.tp_group``, ``pg_collection.tp``) says, if any."""
     lowered = group_name.lower()
+    last = lowered.rpartition(".")[2]
+    if last in _AXIS_NAMES:
+        return last
     for needle, axis in GROUP_AXES:
         if needle in lowered:
             return axis

@@ -33,8 +33,12 @@ def body(code: str) -> str:
          "spmd.all_gather(x, tp, src=S(0), dst=R)"),
         ("gather_from_sequence_parallel_region(x, tensor_parallel_output_grad=False)",
          "spmd.all_gather(x, tp, src=S(0), dst=I)"),
-        ("gather_from_sequence_parallel_region(x, False, g)",
-         "spmd.all_gather(x, tp, src=S(0), dst=I, group=g)"),
+        ("gather_from_sequence_parallel_region(x, False, tp_group)",
+         "spmd.all_gather(x, tp, src=S(0), dst=I, group=tp_group)"),
+        # Megatron reuses the helpers on other groups: the group names the axis.
+        ("gather_from_sequence_parallel_region(x, group=self.pg_collection.cp)",
+         "spmd.all_gather(x, cp, src=S(0), dst=R, group=self.pg_collection.cp)"),
+        ("all_to_all(cp_group, x)", "spmd.all_to_all(x, cp, src=S(0), dst=S(0), group=cp_group)"),
         ("gather_from_sequence_parallel_region(x, output_split_sizes=sizes, use_global_buffer=False)",
          "spmd.all_gather(x, tp, src=S(0), dst=R, split_sizes=sizes)"),
         ("reduce_scatter_to_sequence_parallel_region(x)", "spmd.reduce_scatter(x, tp, src=P, dst=S(0))"),
@@ -117,10 +121,13 @@ def test_unrelated_names_are_untouched() -> None:
         ("gather_from_sequence_parallel_region(x, tensor_parallel_output_grad=flag)",
          "tensor_parallel_output_grad=flag is decided at run time"),
         ("gather_from_sequence_parallel_region(x, use_global_buffer=True)", "use_global_buffer= is a buffer-reuse option"),
-        ("all_to_all(g, x, sizes_out, sizes_in)", "output_split_sizes_= has no typed equivalent"),
+        ("all_to_all(ep_group, x, sizes_out, sizes_in)", "output_split_sizes_= has no typed equivalent"),
         ("copy_to_tensor_model_parallel_region(*args)", "is called with *-unpacked arguments"),
         ("copy_to_tensor_model_parallel_region(x, bogus=1)", "has an argument bogus= the codemod does not know"),
-        ("copy_to_tensor_model_parallel_region(group=g)", "is called without its tensor"),
+        ("copy_to_tensor_model_parallel_region(group=tp_group)", "is called without its tensor"),
+        ("copy_to_tensor_model_parallel_region(x, group=g)", "which mesh axis is group=g?"),
+        # A flattened group is several axes at once.
+        ("gather_from_sequence_parallel_region(x, group=self.tp_ep_group)", "which mesh axis is group=self.tp_ep_group?"),
     ],
 )
 def test_dynamic_or_unknown_arguments_keep_the_call_with_a_todo(call: str, todo: str) -> None:

@@ -67,8 +67,9 @@ def plan_helper(name: str, helper: Helper, call: cst.Call) -> Plan:
         if role is Role.GROUP and not calls.is_none(value):
             axis = group_axis(value)
             if axis is None:
-                return Todo(f"which mesh axis is group={calls.source(value)}? {by_hand} "
-                            f"with that axis and group={calls.source(value)}")
+                return Todo(f"which mesh axis is group={calls.source(value)}? {by_hand} with that "
+                            f"axis (a flattened group is a tuple such as (tp, ep)) and "
+                            f"group={calls.source(value)}")
             extra.append(calls.keyword("group", value))
         elif role is Role.SPLIT_SIZES and not calls.is_none(value):
             extra.append(calls.keyword("split_sizes", value))

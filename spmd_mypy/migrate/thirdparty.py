@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -44,13 +45,18 @@ def copy_installed(packages: Sequence[str], destination: Path) -> Path:
     return destination
 
 
+def _project_root() -> Path:
+    """The directory holding ``spmd_stubs`` and ``spmd_mypy`` (a checkout or site-packages)."""
+    return Path(spmd_stubs.__file__).resolve().parent.parent
+
+
 def mypy_config(root: Path, skipped_packages: Sequence[str]) -> str:
     """A mypy.ini for checking copied modules under ``root`` with the plugin.
 
     ``check_untyped_defs``: third-party bodies are mostly unannotated, and
     mypy would not look inside them otherwise.
     """
-    stubs_root = Path(spmd_stubs.__file__).resolve().parent.parent
+    stubs_root = _project_root()
     skipped = ",".join(f"{name}.*" for name in (*skipped_packages, *_HEAVY_TORCH))
     return (
         "[mypy]\n"
@@ -100,7 +106,11 @@ def run_mypy(root: Path, files: Sequence[Path], skipped_packages: Sequence[str],
     command = [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(cache_dir),
                "--show-error-codes", "--no-error-summary", "--hide-error-context", "--no-pretty",
                *(str(f.relative_to(root)) for f in files)]
-    done = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    # mypy imports the plugin with the ordinary import system: put the project
+    # first, so an editable install made before spmd_mypy had an __init__.py
+    # (a namespace package then) cannot hide the plugin's entry point.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_project_root()), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env)
     output = done.stdout + done.stderr
     diagnostics = tuple(
         Diagnostic(m["path"], int(m["line"]), m["severity"], m["message"], m["code"])

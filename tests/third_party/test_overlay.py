@@ -1,0 +1,112 @@
+"""Overlay files: SPMD annotations declared outside a module, written into a copy of it."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from spmd_mypy.migrate.cli import main
+from spmd_mypy.migrate.overlay import OverlayError, apply_overlay, load_overlays
+
+OVERLAYS = Path(__file__).resolve().parents[2] / "overlays"
+
+SOURCE = textwrap.dedent('''\
+    import torch
+
+
+    class Column(torch.nn.Module):
+        """A layer."""
+
+        def __init__(self):
+            self.weight = torch.nn.Parameter(torch.empty(2, 2))
+            self.bias = None
+
+        def forward(self, input_: torch.Tensor, flag=True) -> torch.Tensor:  # type: ignore
+            return input_ @ self.weight.T
+
+
+    def helper(x, *, group=None):
+        return x
+    ''')
+
+SPEC = textwrap.dedent('''\
+    [modules."pkg.layers".functions]
+    "Column.forward" = { input_ = "I@tp, V@dp", return = ["I@tp", "S(-1)@tp"] }
+    helper = { x = "P@tp", return = "I@tp" }
+
+    [modules."pkg.layers".attributes]
+    "Column.weight" = "S(0)@tp"
+    "Column.bias" = ["I@tp", "None"]
+    ''')
+
+
+def overlay_for(tmp_path: Path, spec: str, module: str = "pkg.layers"):
+    path = tmp_path / "overlay.toml"
+    path.write_text(spec)
+    return load_overlays([path])[module]
+
+
+def test_annotations_are_written(tmp_path: Path) -> None:
+    out = apply_overlay(SOURCE, "pkg.layers", overlay_for(tmp_path, SPEC))
+    assert ('    def forward(self, input_: Tensor[V@dp, I@tp], flag=True) -> Tensor[I@tp] | Tensor[S(-1)@tp]:'
+            '  # type: ignore\n') in out
+    assert "def helper(x: Tensor[P@tp], *, group=None) -> Tensor[I@tp]:\n" in out
+    assert '    """A layer."""\n    weight: Tensor[S(0)@tp]\n    bias: Tensor[I@tp] | None\n' in out
+    assert "from spmd_stubs import I, P, S, Tensor, V\n" in out
+    assert "from spmd_stubs.axes import dp, tp\n" in out
+
+
+def test_applying_twice_is_applying_once(tmp_path: Path) -> None:
+    overlay = overlay_for(tmp_path, SPEC)
+    once = apply_overlay(SOURCE, "pkg.layers", overlay)
+    assert apply_overlay(once, "pkg.layers", overlay) == once
+
+
+def test_the_annotated_copy_runs_and_erases(tmp_path: Path) -> None:
+    import torch
+
+    namespace: dict = {}
+    exec(compile(apply_overlay(SOURCE, "pkg.layers", overlay_for(tmp_path, SPEC)), "layers.py", "exec"), namespace)
+    assert namespace["Column"].__annotations__["weight"] is torch.Tensor
+    assert namespace["helper"](3) == 3
+
+
+@pytest.mark.parametrize("spec, message", [
+    ('[modules."pkg.layers".functions]\n"Column.backward" = { x = "R@tp" }\n', "match nothing in pkg.layers: ['Column.backward']"),
+    ('[modules."pkg.layers".attributes]\n"Row.weight" = "R@tp"\n', "match nothing in pkg.layers: ['Row.weight']"),
+    ('[modules."pkg.layers".functions]\n"Column.forward" = { inputs = "R@tp" }\n', "has no parameter ['inputs']"),
+])
+def test_a_stale_entry_is_an_error(tmp_path: Path, spec: str, message: str) -> None:
+    with pytest.raises(OverlayError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
+        apply_overlay(SOURCE, "pkg.layers", overlay_for(tmp_path, spec))
+
+
+@pytest.mark.parametrize("spec, message", [
+    ('[modules."m".functions]\nf = { x = "Q@tp" }\n', "unknown SPMD type 'Q'"),
+    ('[modules."m".functions]\nf = { x = "R@tp, V@tp" }\n', "axis tp is given twice"),
+    ('[modules."m".functions]\nf = { x = ["None"] }\n', "at least one tensor type"),
+    ('[modules."m".attributes]\nweight = "R@tp"\n', "written Class.attribute"),
+    ('[modules."m".classes]\n', "expected only [functions] and [attributes]"),
+    ('[modules."m"\n', "overlay.toml"),
+])
+def test_a_malformed_overlay_is_an_error(tmp_path: Path, spec: str, message: str) -> None:
+    with pytest.raises(OverlayError) as caught:
+        overlay_for(tmp_path, spec, "m")
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["fairscale.toml", "megatron_core.toml"])
+def test_shipped_overlays_load(name: str) -> None:
+    overlays = load_overlays([OVERLAYS / name])
+    assert overlays and all(o.functions for o in overlays.values())
+
+
+def test_cli_reports_a_stale_overlay(tmp_path: Path, capsys) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "layers.py").write_text(SOURCE)
+    spec = tmp_path / "o.toml"
+    spec.write_text('[modules."pkg.layers".functions]\n"Gone.forward" = { x = "R@tp" }\n')
+    assert main(["--overlay", str(spec), str(package)]) == 2
+    assert "Gone.forward" in capsys.readouterr().err

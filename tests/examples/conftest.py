@@ -1,0 +1,58 @@
+"""Shared fixtures of the example tests: one mypy run over every example file.
+
+A cold mypy run over code that imports torch takes most of a minute on a
+small machine, so the bug gallery and the GPT example are checked together,
+once per session, with the plugin enabled and a cache shared between runs.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+BUGS = EXAMPLES / "bugs"
+GPT = EXAMPLES / "gpt"
+MYPY_CONFIG = "[mypy]\nplugins = spmd_mypy\n"
+_ERROR = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): error: (?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$")
+
+
+class Diagnostic(NamedTuple):
+    line: int
+    code: str
+    message: str
+
+
+class MypyRun(NamedTuple):
+    """mypy's errors per file (paths relative to the repo root) and its raw output."""
+
+    errors: dict[str, list[Diagnostic]]
+    output: str
+    returncode: int
+
+
+@pytest.fixture(scope="session")
+def example_mypy_run(tmp_path_factory: pytest.TempPathFactory) -> MypyRun:
+    config = tmp_path_factory.mktemp("mypy") / "mypy.ini"
+    config.write_text(MYPY_CONFIG)
+    files = sorted(str(p.relative_to(ROOT)) for d in (BUGS, GPT) for p in d.glob("*.py"))
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(ROOT / ".mypy_cache"),
+         "--show-error-codes", "--no-error-summary", "--no-pretty", *files],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    if run.returncode not in (0, 1) or "INTERNAL ERROR" in run.stdout + run.stderr:
+        pytest.fail(f"mypy with the spmd_mypy plugin did not complete:\n{run.stdout}{run.stderr}")
+    errors: dict[str, list[Diagnostic]] = defaultdict(list)
+    for line in run.stdout.splitlines():
+        match = _ERROR.match(line)
+        if match:
+            errors[match["path"]].append(Diagnostic(int(match["line"]), match["code"] or "", match["message"]))
+    return MypyRun(dict(errors), run.stdout + run.stderr, run.returncode)

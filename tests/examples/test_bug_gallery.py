@@ -1,0 +1,46 @@
+"""The checker flags every bug of ``examples/bugs`` where it is, and none of the fixes.
+
+Each ``<name>_bug.py`` marks the offending line with ``# E: spmd-<code>``; mypy
+with the plugin must report exactly those (line, code) pairs in that file and
+nothing else.  Each ``<name>_fixed.py`` must check clean.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import BUGS, ROOT, MypyRun
+
+_EXPECT = re.compile(r"#\s*E:\s*(?P<codes>spmd-[a-z-]+(?:\s*,\s*spmd-[a-z-]+)*)\s*$")
+BUG_NAMES = sorted(p.name[: -len("_bug.py")] for p in BUGS.glob("*_bug.py"))
+
+
+def expected_errors(path: str) -> set[tuple[int, str]]:
+    expected = set()
+    for number, text in enumerate((ROOT / path).read_text().splitlines(), start=1):
+        match = _EXPECT.search(text)
+        if match:
+            expected |= {(number, code.strip()) for code in match["codes"].split(",")}
+    return expected
+
+
+def test_gallery_is_complete() -> None:
+    assert len(BUG_NAMES) >= 10
+    for name in BUG_NAMES:
+        assert (BUGS / f"{name}_fixed.py").exists(), f"{name} has no fixed twin"
+        assert expected_errors(f"examples/bugs/{name}_bug.py"), f"{name}_bug.py marks no # E: line"
+    assert not [p.name for p in BUGS.glob("*_fixed.py") if p.name[: -len("_fixed.py")] not in BUG_NAMES]
+
+
+@pytest.mark.parametrize("name", BUG_NAMES)
+def test_bug_is_reported_at_its_line(example_mypy_run: MypyRun, name: str) -> None:
+    path = f"examples/bugs/{name}_bug.py"
+    reported = {(d.line, d.code) for d in example_mypy_run.errors.get(path, [])}
+    assert reported == expected_errors(path), example_mypy_run.output
+
+
+@pytest.mark.parametrize("name", BUG_NAMES)
+def test_fixed_twin_checks_clean(example_mypy_run: MypyRun, name: str) -> None:
+    path = f"examples/bugs/{name}_fixed.py"
+    assert example_mypy_run.errors.get(path, []) == [], example_mypy_run.output

@@ -723,3 +723,61 @@ def backward_of(op: str, src: AxisType, dst: AxisType) -> Step:
 def transitions() -> list[tuple[str, Kind, Kind, bool]]:
     """Every valid (op, src kind, dst kind, needs expert_mode), for docs and tests."""
     return [(op, s, d, gated) for (op, s, d), gated in _TRANSITIONS.items()]
+
+
+# --------------------------------------------------------------------------
+# Rules on whole statements: in-place writes, backward seeds, type asserts
+# --------------------------------------------------------------------------
+
+
+def check_inplace(op: str, written: AxisType, result: AxisType | None, axis: str) -> None:
+    """An in-place op (or ``out=``) keeps the written tensor's type: the result must have it.
+
+    ``result`` None (unknown on this axis) is accepted, as gradual typing asks.
+    """
+    if result is None or result.local == written.local:
+        return
+    raise SpmdTypeError(
+        Code.INPLACE,
+        axis,
+        f"in-place {op} would change its target from {written.on(axis)} to {result.on(axis)} on "
+        f"axis {axis}, but a tensor written in place keeps its type. Fix: use the out-of-place "
+        f"form (y = {op.rstrip('_')}(...)) and bind the {result.on(axis)} result to a new name.",
+    )
+
+
+_LOSS_FIX = {
+    Kind.R: "all_gather/all_reduce with dst=I instead of dst=R before the loss, so every rank "
+    "computes the same loss, or convert(loss, {axis}, src=R, dst=P)",
+    Kind.V: "reinterpret(loss, {axis}, src=V, dst=P) if the global loss is the sum of the ranks' "
+    "losses (typical on dp/cp), or all_reduce(loss, {axis}, src=V, dst=I)",
+}
+
+
+def check_loss(loss: AxisType, axis: str, call: str = "backward()") -> None:
+    """Seed 000's loss rule: a backward with the implicit gradient 1.0 needs I or P on every axis.
+
+    The seed 1.0 on each rank is the dual gradient of an I loss (I) and of a P
+    loss (R); for an R or V loss it is the wrong gradient.
+    """
+    if loss.kind in (Kind.I, Kind.P):
+        return
+    raise SpmdTypeError(
+        Code.BACKWARD,
+        axis,
+        f"{call} seeds the gradient 1.0 on every rank, which is only right for an Invariant or "
+        f"Partial loss, but the loss is {loss.on(axis)} on axis {axis}. Fix: "
+        f"{_LOSS_FIX[loss.kind].format(axis=axis)}.",
+    )
+
+
+def check_asserted(actual: AxisType, asserted: AxisType, axis: str) -> None:
+    """``assert_type`` may refine an unknown type but not contradict a known one (V and S(i) agree)."""
+    if actual.local == asserted.local:
+        return
+    raise SpmdTypeError(
+        Code.ASSERT,
+        axis,
+        f"assert_type says {asserted.on(axis)} but the value is {actual.on(axis)} on axis {axis}. "
+        f"Fix: correct the assertion, or first {_instead(actual, asserted, axis)}.",
+    )

@@ -1,0 +1,271 @@
+"""``Tensor[R@tp, V@dp]`` and ``Tensor[R[tp], S[0, dp]]`` -> ``torch.Tensor`` with a hidden SPMD type.
+
+mypy's parser keeps no operands of ``@`` inside a type expression (it leaves a
+``RawExpressionType`` with a position), so the headline form is read back from
+the source text at that position (mypy 2.x records end columns).  The
+canonical form arrives as ordinary ``UnboundType`` s.  Both forms resolve their
+names through the module's scope: ``R`` must be ``spmd_stubs.R`` (any import
+alias works) and ``tp`` a ``MeshAxis`` subclass, whose class name is the axis
+name.
+
+A malformed entry (unknown letter, unknown axis, axis twice, ``S`` without a
+dim, ``S`` with a non-int dim, a form that cannot be read back) is an
+``spmd-annotation`` error with the fix; the annotation then means unknown.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+from typing import Callable, Union
+
+from mypy.nodes import Context, MypyFile, PlaceholderNode, SymbolNode, TypeInfo
+from mypy.plugin import AnalyzeTypeContext
+from mypy.types import RawExpressionType, Type, UnboundType
+
+from spmd_stubs.algebra import AxisType, Code, Invariant, Partial, Replicate, Shard, TensorType, Varying
+from spmd_mypy import errorcodes
+from spmd_mypy.representation import TENSOR, with_spmd
+
+SPMD_TENSOR = "spmd_stubs.types.Tensor"
+MESH_AXIS = "spmd_stubs.types.MeshAxis"
+SHARD = "spmd_stubs.types.S"
+KINDS: dict[str, AxisType] = {
+    "spmd_stubs.types.R": Replicate,
+    "spmd_stubs.types.I": Invariant,
+    "spmd_stubs.types.V": Varying,
+    "spmd_stubs.types.P": Partial,
+}
+_CANONICAL_HINT = "write the canonical form instead, e.g. Tensor[R[tp], S[0, dp]]"
+
+
+class AnnotationError(ValueError):
+    """A malformed SPMD annotation; the message ends with the fix."""
+
+
+class Deferred(Exception):
+    """A name is not analysed yet: mypy must come back to this annotation."""
+
+
+@dataclass(frozen=True)
+class Missing:
+    """``S`` written without a dim."""
+
+
+DimText = Union[int, str, Missing]
+"""An S dim as written: the int, the offending text, or Missing."""
+
+Lookup = Callable[[str], Union[SymbolNode, None]]
+"""Resolves a dotted name as written in the module to its definition."""
+
+
+# --------------------------------------------------------------------------
+# Resolution shared by both spellings (and by value-level ``R@tp`` in calls)
+# --------------------------------------------------------------------------
+
+
+def axis_type_of(node: SymbolNode | None, written: str, dim: DimText | None) -> AxisType:
+    """The SPMD type named by ``node`` (``R``..``P``, or ``S`` with ``dim``)."""
+    fullname = getattr(node, "fullname", None)
+    if fullname == SHARD:
+        return _shard(dim, written)
+    if fullname in KINDS and dim is None:
+        return KINDS[fullname]
+    raise AnnotationError(
+        f"unknown SPMD type {written!r}: write one of R, I, V, P or S(dim) before the axis, e.g. R@tp or S(0)@tp"
+    )
+
+
+def _shard(dim: DimText | None, written: str) -> AxisType:
+    if dim is None or isinstance(dim, Missing):
+        raise AnnotationError(f"{written!r}: S needs the sharded tensor dim, e.g. S(0)@tp (canonical S[0, tp])")
+    if isinstance(dim, str):
+        raise AnnotationError(f"S takes an int tensor dim, got {dim!r}: write e.g. S(0)@tp or S(-1)@tp")
+    return Shard(dim)
+
+
+def axis_name_of(node: SymbolNode | None, written: str) -> str:
+    """The mesh axis a name refers to: a ``MeshAxis`` subclass, named by its class name."""
+    if isinstance(node, TypeInfo) and node.fullname != MESH_AXIS and node.has_base(MESH_AXIS):
+        return node.name
+    raise AnnotationError(
+        f"{written!r} is not a mesh axis: import one from spmd_stubs.axes (dp, tp, cp, ep, pp) "
+        f"or declare it with `class {written.rpartition('.')[2]}(MeshAxis): ...`"
+    )
+
+
+def tensor_type_of(entries: list[tuple[str, AxisType]]) -> TensorType:
+    seen: dict[str, AxisType] = {}
+    for axis, axis_type in entries:
+        if axis in seen:
+            raise AnnotationError(
+                f"axis {axis} is given twice ({seen[axis].on(axis)} and {axis_type.on(axis)}): "
+                "give each mesh axis one type"
+            )
+        seen[axis] = axis_type
+    return TensorType.of(seen)
+
+
+# --------------------------------------------------------------------------
+# The headline form, read back from source
+# --------------------------------------------------------------------------
+
+_sources: dict[str, tuple[float, list[str]]] = {}
+
+
+def _source_lines(path: str) -> list[str]:
+    """The file's lines, re-read when it changes (the daemon rechecks edits)."""
+    mtime = os.stat(path).st_mtime
+    cached = _sources.get(path)
+    if cached is None or cached[0] != mtime:
+        with open(path, encoding="utf-8") as handle:
+            cached = (mtime, handle.read().splitlines())
+        _sources[path] = cached
+    return cached[1]
+
+
+def source_text_of(path: str, node: Context) -> str:
+    """The source text between ``node``'s start and end positions."""
+    end_line, end_column = node.end_line, node.end_column
+    if node.line < 1 or node.column < 0 or end_line is None or end_column is None:
+        raise AnnotationError(f"cannot read this SPMD type back from source; {_CANONICAL_HINT}")
+    try:
+        lines = _source_lines(path)[node.line - 1 : end_line]
+    except OSError as error:
+        raise AnnotationError(f"cannot read {path} to recover the SPMD type ({error}); {_CANONICAL_HINT}")
+    if not lines:
+        raise AnnotationError(f"cannot read this SPMD type back from source; {_CANONICAL_HINT}")
+    if len(lines) == 1:
+        return lines[0][node.column : end_column]
+    return "\n".join([lines[0][node.column :], *lines[1:-1], lines[-1][:end_column]])
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def _int_constant(node: ast.expr) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _int_constant(node.operand)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def parse_at_form(text: str, lookup: Lookup) -> tuple[str, AxisType]:
+    """``"S(-1)@tp"`` -> ``("tp", S(-1))``, resolving names with ``lookup``."""
+    try:
+        tree = ast.parse(f"({text.strip()})", mode="eval").body
+    except SyntaxError:
+        tree = None
+    if not (isinstance(tree, ast.BinOp) and isinstance(tree.op, ast.MatMult)):
+        raise AnnotationError(f"expected TYPE@axis such as R@tp, got {text.strip()!r}; {_CANONICAL_HINT}")
+    left, dim = tree.left, None
+    if isinstance(left, ast.Call):
+        dim = _call_dim(left)
+        left = left.func
+    kind_name, axis_written = _dotted(left), _dotted(tree.right)
+    if kind_name is None:
+        raise AnnotationError(f"unknown SPMD type {ast.unparse(left)!r}: write one of R, I, V, P or S(dim)")
+    if axis_written is None:
+        raise AnnotationError(f"{ast.unparse(tree.right)!r} is not a mesh axis: write e.g. R@tp")
+    kind = lookup(kind_name)
+    axis_type = axis_type_of(kind, kind_name, _missing_dim(kind, dim))
+    return axis_name_of(lookup(axis_written), axis_written), axis_type
+
+
+def _missing_dim(kind: SymbolNode | None, dim: DimText | None) -> DimText | None:
+    """``S@tp`` (no call) is S without a dim; ``R@tp`` has none to give."""
+    if dim is None and getattr(kind, "fullname", None) == SHARD:
+        return Missing()
+    return dim
+
+
+def _call_dim(call: ast.Call) -> DimText:
+    if len(call.args) != 1 or call.keywords:
+        return Missing() if not call.args else ast.unparse(call)
+    value = _int_constant(call.args[0])
+    return ast.unparse(call.args[0]) if value is None else value
+
+
+# --------------------------------------------------------------------------
+# The canonical form: R[tp], S[0, tp]
+# --------------------------------------------------------------------------
+
+
+def parse_canonical(entry: UnboundType, lookup: Lookup) -> tuple[str, AxisType]:
+    """``R[tp]`` / ``S[0, tp]`` -> ``(axis, type)``."""
+    kind = lookup(entry.name)
+    args = list(entry.args)
+    dim: DimText | None = None
+    if getattr(kind, "fullname", None) == SHARD:
+        dim = _canonical_dim(args[0]) if len(args) == 2 else Missing()
+        args = args[1:]
+    if len(args) != 1 or not isinstance(args[0], UnboundType) or args[0].args:
+        axis_type_of(kind, entry.name, dim)  # an unknown letter is the better message
+        raise AnnotationError(
+            f"expected {entry.name}[axis] (or S[dim, axis]) such as R[tp], got {entry.name}[...] "
+            f"with {len(entry.args)} argument(s)"
+        )
+    axis_type = axis_type_of(kind, entry.name, dim)
+    return axis_name_of(lookup(args[0].name), args[0].name), axis_type
+
+
+def _canonical_dim(arg: Type) -> DimText:
+    if isinstance(arg, RawExpressionType) and type(arg.literal_value) is int:
+        return arg.literal_value
+    if isinstance(arg, UnboundType):
+        return arg.name
+    return str(arg)
+
+
+# --------------------------------------------------------------------------
+# The type-analyze hook
+# --------------------------------------------------------------------------
+
+
+def analyze_spmd_tensor(ctx: AnalyzeTypeContext) -> Type:
+    """Type-analyze hook for ``spmd_stubs.Tensor[...]``: a ``torch.Tensor`` with the SPMD type."""
+    tensor = ctx.api.named_type(TENSOR, [])
+    if not ctx.type.args:
+        return tensor
+    try:
+        tensor_type = tensor_type_of([_entry(arg, ctx) for arg in ctx.type.args])
+    except Deferred:
+        ctx.api.api.defer()  # type: ignore[attr-defined]
+        return tensor
+    except AnnotationError as error:
+        ctx.api.fail(f"Bad SPMD annotation: {error}", ctx.context, code=errorcodes.BY_RULE[Code.ANNOTATION])
+        return tensor
+    return with_spmd(tensor, tensor_type)
+
+
+def _entry(arg: Type, ctx: AnalyzeTypeContext) -> tuple[str, AxisType]:
+    lookup = _lookup(ctx)
+    if isinstance(arg, RawExpressionType) and arg.literal_value is None:
+        return parse_at_form(source_text_of(_module(ctx).path, arg), lookup)
+    if isinstance(arg, UnboundType):
+        return parse_canonical(arg, lookup)
+    raise AnnotationError(f"expected TYPE@axis such as R@tp, got {arg}")
+
+
+def _module(ctx: AnalyzeTypeContext) -> MypyFile:
+    return ctx.api.api.cur_mod_node  # type: ignore[attr-defined, no-any-return]
+
+
+def _lookup(ctx: AnalyzeTypeContext) -> Lookup:
+    def lookup(name: str) -> SymbolNode | None:
+        symbol = ctx.api.lookup_qualified(name, ctx.context, suppress_errors=True)  # type: ignore[attr-defined]
+        node = None if symbol is None else symbol.node
+        if isinstance(node, PlaceholderNode):
+            raise Deferred(name)
+        return node
+
+    return lookup

@@ -1,0 +1,72 @@
+"""The loss rule and gradient types.
+
+* ``loss.backward()``, ``torch.autograd.backward(loss)`` and
+  ``torch.autograd.grad(loss, inputs)`` with no explicit gradient seed 1.0 on
+  every rank: the loss must be I or P on every typed axis
+  (:func:`spmd_stubs.algebra.check_loss`, ``spmd-backward``).
+* ``p.grad`` has the dual of ``p``'s type on every axis (R<->P, I, V).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mypy.plugin import AttributeContext, FunctionContext, MethodContext
+from mypy.types import NoneType, Type, get_proper_type
+
+from spmd_stubs import algebra
+from spmd_stubs.algebra import SpmdTypeError, TensorType
+from spmd_mypy import report
+from spmd_mypy.inference import Actual, tensors_in
+from spmd_mypy.representation import members, retype, spmd_members, union_of
+
+
+def _explicit(types: list[Type]) -> bool:
+    """An explicit gradient was passed (not absent, not None)."""
+    return any(not isinstance(get_proper_type(m), NoneType) for t in types for m in members(t))
+
+
+def _check(losses: list[Type], call: str, ctx: MethodContext | FunctionContext) -> None:
+    for loss in losses:
+        for member in spmd_members(loss):
+            for axis, axis_type in member.axes if member is not None else ():
+                try:
+                    algebra.check_loss(axis_type, axis, call)
+                except SpmdTypeError as error:
+                    report.rule_error(ctx.api, ctx.context, error)
+
+
+def backward_method(ctx: MethodContext) -> Type:
+    """``loss.backward(gradient=None)``."""
+    gradient = [t for name, types in zip(ctx.callee_arg_names, ctx.arg_types) if name == "gradient" for t in types]
+    if not _explicit(gradient):
+        _check([ctx.type], "backward()", ctx)
+    return ctx.default_return_type
+
+
+def autograd_hook(outputs: str, gradients: str, call: str) -> Callable[[FunctionContext], Type]:
+    """``torch.autograd.backward(tensors, grad_tensors)`` / ``grad(outputs, inputs, grad_outputs)``."""
+
+    def hook(ctx: FunctionContext) -> Type:
+        by_name = {name: (exprs, types) for name, exprs, types in zip(ctx.callee_arg_names, ctx.args, ctx.arg_types)}
+        exprs, types = by_name.get(outputs, ([], []))
+        if not _explicit(by_name.get(gradients, ([], []))[1]):
+            losses = [a.type for a in tensors_in([Actual(e, t) for e, t in zip(exprs, types)], ctx.api)]
+            _check(losses, call, ctx)
+        return ctx.default_return_type
+
+    return hook
+
+
+def grad_attribute(ctx: AttributeContext) -> Type:
+    """``p.grad``: the dual type of ``p`` (or None, as declared)."""
+    results = [_dual(member) for member in spmd_members(ctx.type)]
+    if not any(r is not None for r in results):
+        return ctx.default_attr_type
+    return union_of(retype(ctx.default_attr_type, r) for r in dict.fromkeys(results))
+
+
+def _dual(tensor_type: TensorType | None) -> TensorType | None:
+    if tensor_type is None:
+        return None
+    return TensorType(tuple((axis, algebra.dual(t)) for axis, t in tensor_type.axes))

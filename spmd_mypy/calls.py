@@ -1,0 +1,128 @@
+"""Hooks for torch ops: Tensor methods and operators, torch.* and F.* functions, view properties.
+
+Each hook builds an :class:`~spmd_mypy.inference.OpCall` from mypy's call
+context and asks :mod:`spmd_mypy.inference` for the result.  In-place forms
+(``x.add_(y)``, ``x += y``, ``torch.add(a, b, out=x)``) keep the written
+tensor's type, and the out-of-place result must equal it (``spmd-inplace``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mypy.nodes import Context
+from mypy.plugin import AttributeContext, CheckerPluginInterface, FunctionContext, MethodContext
+from mypy.types import Type
+
+from spmd_stubs import algebra
+from spmd_stubs.algebra import SpmdTypeError, TensorType
+from spmd_mypy import errorcodes, report
+from spmd_mypy.config import Config
+from spmd_mypy.inference import Actual, OpCall, infer, result_type
+from spmd_mypy.ops import Rule, out_of_place, rule_for
+from spmd_mypy.representation import has_spmd, spmd_members
+
+_REFLECTED = {f"__r{n}__": n for n in "add sub mul matmul truediv floordiv mod pow and or xor".split()}
+
+
+def display_name(name: str) -> str:
+    """How an op is named in messages: ``__rmul__`` -> ``mul``, ``add_`` -> ``add_``."""
+    if name in _REFLECTED:
+        return _REFLECTED[name]
+    return name.strip("_") if name.startswith("__") else name
+
+
+def _actuals(arg_types: list[list[Type]], args: list[list[object]]) -> list[list[Actual]]:
+    return [
+        [Actual(expr if isinstance(expr, Context) else None, typ) for expr, typ in zip(exprs, types)]  # type: ignore[arg-type]
+        for exprs, types in zip(args, arg_types)
+    ]
+
+
+def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
+    """Hook for ``Tensor.<name>``: operand 0 is the receiver."""
+    base, inplace = out_of_place(name)
+    rule = rule_for(name)
+
+    def hook(ctx: MethodContext) -> Type:
+        if rule is None:
+            return _unmodelled(ctx.api, ctx.context, name, [ctx.type], ctx.default_return_type, config)
+        receiver = Actual(None, ctx.type)
+        call = OpCall(display_name(name), [[receiver], *_actuals(ctx.arg_types, ctx.args)], ctx.context, ctx.api, config)
+        results = infer(rule, call)
+        if results is None:
+            return ctx.default_return_type
+        if inplace:
+            return _written(call, results, ctx.type, ctx.default_return_type)
+        return result_type(ctx.default_return_type, results)
+
+    return hook
+
+
+def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]:
+    """Hook for ``torch.<name>`` / ``F.<name>``: operands are the parameters in order."""
+    rule = rule_for(name)
+
+    def hook(ctx: FunctionContext) -> Type:
+        if rule is None:
+            flat = [t for types in ctx.arg_types for t in types]
+            return _unmodelled(ctx.api, ctx.context, name, flat, ctx.default_return_type, config)
+        actuals = _actuals(ctx.arg_types, ctx.args)
+        call = OpCall(display_name(name), actuals, ctx.context, ctx.api, config)
+        results = infer(rule, call)
+        if results is None:
+            return ctx.default_return_type
+        out = _out_argument(ctx)
+        if out is not None:
+            return _written(call, results, out, ctx.default_return_type)
+        return result_type(ctx.default_return_type, results)
+
+    return hook
+
+
+def attribute_hook(rule: Rule, name: str, config: Config) -> Callable[[AttributeContext], Type]:
+    """Hook for view properties such as ``w.T``: a linear op on the receiver."""
+
+    def hook(ctx: AttributeContext) -> Type:
+        call = OpCall(name, [[Actual(None, ctx.type)]], ctx.context, ctx.api, config)
+        results = infer(rule, call)
+        return ctx.default_attr_type if results is None else result_type(ctx.default_attr_type, results)
+
+    return hook
+
+
+def _out_argument(ctx: FunctionContext) -> Type | None:
+    """The type of a typed ``out=`` tensor, if the call writes into one."""
+    for name, types in zip(ctx.callee_arg_names, ctx.arg_types):
+        if name == "out" and types and has_spmd(types[0]):
+            return types[0]
+    return None
+
+
+def _written(call: OpCall, results: list[TensorType | None], target: Type, default: Type) -> Type:
+    """An in-place result: the target keeps its type, which the op's result must have."""
+    for written in spmd_members(target):
+        for result in results:
+            if written is None or result is None:
+                continue
+            for axis, axis_type in written.axes:
+                try:
+                    algebra.check_inplace(call.name, axis_type, result.get(axis), axis)
+                except SpmdTypeError as error:
+                    report.rule_error(call.api, call.context, error)
+    return result_type(default, list(spmd_members(target)))
+
+
+def _unmodelled(
+    api: CheckerPluginInterface, context: Context, name: str, operands: list[Type], default: Type, config: Config
+) -> Type:
+    """An op the table does not model: unknown result, reported in strict mode."""
+    if config.strict and any(has_spmd(t) for t in operands):
+        report.fail(
+            api,
+            context,
+            f"{name} is not modelled by the SPMD checker, so its result's SPMD type is unknown. "
+            "Fix: x = assert_type(x, <type>@<axis>) on the result, or add the op to spmd_mypy.ops.TABLE.",
+            errorcodes.UNMODELLED,
+        )
+    return default

@@ -1,0 +1,286 @@
+"""Typed collectives, casts, Megatron helpers, ``assert_type``, and raw torch.distributed calls.
+
+A typed call's result is its input's type with ``dst`` on each named axis
+(a tuple of axes names each of them: one collective on the flattened group)
+and every other axis passed through.  Validity is the algebra's:
+:func:`~spmd_stubs.algebra.transition` for the src/dst pair (and
+``expert_mode``), :func:`~spmd_stubs.algebra.check_source` for the input's
+actual type against ``src``.  The Megatron helpers are fixed calls of the
+same operations (DESIGN section 2's table), so they get the same messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from mypy.nodes import CallExpr, Expression, IntExpr, NameExpr, OpExpr, RefExpr, TupleExpr, UnaryExpr
+from mypy.plugin import FunctionContext, FunctionSigContext
+from mypy.types import CallableType, FunctionLike, Type
+
+from spmd_stubs import algebra
+from spmd_stubs.algebra import AxisType, Code, Invariant, Partial, Replicate, Shard, SpmdTypeError, TensorType, Varying
+from spmd_mypy import errorcodes, report
+from spmd_mypy.annotations import AnnotationError, DimText, Missing, axis_name_of, axis_type_of, tensor_type_of
+from spmd_mypy.representation import has_spmd, retype, spmd_members, union_of
+
+COLLECTIVES_MODULE = "spmd_stubs.collectives."
+MEGATRON_MODULE = "spmd_stubs.megatron."
+ASSERT_TYPE = "spmd_stubs.types.assert_type"
+_IMPLICIT_SOURCE = {"all_reduce": Partial, "reduce_scatter": Partial}
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A Megatron helper: one typed operation with its axis and src/dst fixed."""
+
+    op: str
+    axis: str
+    src: AxisType
+    dst: AxisType
+    dst_without_output_grad: AxisType | None = None
+    """``gather_from_sequence_parallel_region(..., tensor_parallel_output_grad=False)``'s dst."""
+
+
+MEGATRON: dict[str, Fixed] = {
+    "copy_to_tensor_model_parallel_region": Fixed("convert", "tp", Invariant, Replicate),
+    "reduce_from_tensor_model_parallel_region": Fixed("all_reduce", "tp", Partial, Invariant),
+    "scatter_to_tensor_model_parallel_region": Fixed("convert", "tp", Invariant, Shard(-1)),
+    "gather_from_tensor_model_parallel_region": Fixed("all_gather", "tp", Shard(-1), Invariant),
+    "scatter_to_sequence_parallel_region": Fixed("convert", "tp", Invariant, Shard(0)),
+    "gather_from_sequence_parallel_region": Fixed("all_gather", "tp", Shard(0), Replicate, Invariant),
+    "reduce_scatter_to_sequence_parallel_region": Fixed("reduce_scatter", "tp", Partial, Shard(0)),
+    "all_gather_last_dim_from_tensor_parallel_region": Fixed("all_gather", "tp", Shard(-1), Replicate),
+    "reduce_scatter_last_dim_to_tensor_parallel_region": Fixed("reduce_scatter", "tp", Partial, Shard(-1)),
+    "all_to_all": Fixed("all_to_all", "ep", Varying, Varying),
+}
+
+TYPED_OPS = frozenset({*algebra.COLLECTIVES, *algebra.CASTS, "redistribute"})
+
+UNTYPED: dict[str, str] = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "all_gather_into_tensor": "all_gather",
+    "_all_gather_base": "all_gather",
+    "all_gather_tensor": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter",
+    "all_to_all": "all_to_all",
+    "all_to_all_single": "all_to_all",
+    "broadcast": "redistribute",
+    "reduce": "redistribute",
+    "scatter": "redistribute",
+    "gather": "redistribute",
+}
+"""Raw torch.distributed collectives -> the typed operation to use instead."""
+UNTYPED_MODULES = ("torch.distributed.distributed_c10d.", "torch.distributed._functional_collectives.")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One typed operation as a call spells it."""
+
+    op: str
+    tensor: Type
+    axes: tuple[str, ...]
+    src: AxisType
+    dst: AxisType
+    expert_mode: bool
+
+
+# --------------------------------------------------------------------------
+# Reading the call's arguments
+# --------------------------------------------------------------------------
+
+
+def _arguments(ctx: FunctionContext) -> dict[str, tuple[Expression, Type]]:
+    return {
+        name: (exprs[0], types[0])
+        for name, exprs, types in zip(ctx.callee_arg_names, ctx.args, ctx.arg_types)
+        if name is not None and exprs
+    }
+
+
+def axes_of(expr: Expression) -> tuple[str, ...] | None:
+    """``tp`` -> ("tp",), ``(dp, cp)`` -> ("dp", "cp"); None when not a static axis."""
+    if isinstance(expr, TupleExpr):
+        parts = [axes_of(item) for item in expr.items]
+        if not parts or any(p is None for p in parts):
+            return None
+        return tuple(axis for part in parts for axis in part)  # type: ignore[union-attr]
+    if isinstance(expr, RefExpr):
+        return (axis_name_of(expr.node, expr.name),)
+    return None
+
+
+def spmd_type_of(expr: Expression) -> AxisType | None:
+    """``P`` / ``spmd.R`` / ``S(-1)`` as a value -> the type; None when not static."""
+    if isinstance(expr, RefExpr):
+        return axis_type_of(expr.node, expr.name, None)
+    if isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr):
+        dim: DimText = Missing() if not expr.args else "a non-int argument"
+        if len(expr.args) == 1 and _int_value(expr.args[0]) is not None:
+            dim = _int_value(expr.args[0])  # type: ignore[assignment]
+        return axis_type_of(expr.callee.node, expr.callee.name, dim)
+    return None
+
+
+def _int_value(expr: Expression) -> int | None:
+    if isinstance(expr, IntExpr):
+        return expr.value
+    if isinstance(expr, UnaryExpr) and expr.op == "-" and isinstance(expr.expr, IntExpr):
+        return -expr.expr.value
+    return None
+
+
+def _flag(expr: Expression | None, default: bool) -> bool | None:
+    if expr is None:
+        return default
+    if isinstance(expr, NameExpr) and expr.fullname in ("builtins.True", "builtins.False"):
+        return expr.fullname == "builtins.True"
+    return None
+
+
+# --------------------------------------------------------------------------
+# Typing one operation
+# --------------------------------------------------------------------------
+
+
+def apply(request: Request, report_error: Callable[[SpmdTypeError], None]) -> list[TensorType | None]:
+    """The result types of ``request`` over its input's union members."""
+    results = []
+    for member in spmd_members(request.tensor) or [None]:
+        mapping = dict(member.axes) if member is not None else {}
+        for axis in request.axes:
+            try:
+                algebra.transition(request.op, request.src, request.dst, axis, request.expert_mode)
+                if axis in mapping:
+                    algebra.check_source(request.op, request.src, mapping[axis], axis)
+            except SpmdTypeError as error:
+                report_error(error)
+            mapping[axis] = request.dst
+        results.append(TensorType.of(mapping))
+    return results
+
+
+def _typed(ctx: FunctionContext, request: Request | None) -> Type:
+    if request is None:
+        return ctx.default_return_type
+    results = apply(request, lambda error: report.rule_error(ctx.api, ctx.context, error))
+    return union_of(retype(ctx.default_return_type, r) for r in dict.fromkeys(results))
+
+
+def _annotation_error(ctx: FunctionContext, error: AnnotationError) -> Type:
+    report.fail(ctx.api, ctx.context, f"Bad SPMD type argument: {error}", errorcodes.BY_RULE[Code.ANNOTATION])
+    return ctx.default_return_type
+
+
+def collective_hook(op: str) -> Callable[[FunctionContext], Type]:
+    """``spmd_stubs.<op>(x, axis, src=, dst=, expert_mode=)``."""
+
+    def hook(ctx: FunctionContext) -> Type:
+        args = _arguments(ctx)
+        try:
+            return _typed(ctx, _request(op, args))
+        except AnnotationError as error:
+            return _annotation_error(ctx, error)
+
+    return hook
+
+
+def _request(op: str, args: dict[str, tuple[Expression, Type]]) -> Request | None:
+    if "x" not in args or "axis" not in args or "dst" not in args:
+        return None
+    axes = axes_of(args["axis"][0])
+    dst = spmd_type_of(args["dst"][0])
+    src = spmd_type_of(args["src"][0]) if "src" in args else _IMPLICIT_SOURCE.get(op)
+    expert = _flag(args.get("expert_mode", (None, None))[0], False)
+    if axes is None or src is None or dst is None or expert is None:
+        return None
+    return Request(op, args["x"][1], axes, src, dst, expert)
+
+
+def megatron_hook(helper: Fixed) -> Callable[[FunctionContext], Type]:
+    """A Megatron mapping helper: its fixed typed operation on its input tensor."""
+
+    def hook(ctx: FunctionContext) -> Type:
+        args = _arguments(ctx)
+        if "input_" not in args:
+            return ctx.default_return_type
+        dst = helper.dst
+        if helper.dst_without_output_grad is not None:
+            output_grad = _flag(args.get("tensor_parallel_output_grad", (None, None))[0], True)
+            if output_grad is None:
+                return ctx.default_return_type
+            dst = dst if output_grad else helper.dst_without_output_grad
+        request = Request(helper.op, args["input_"][1], (helper.axis,), helper.src, dst, False)
+        return _typed(ctx, request)
+
+    return hook
+
+
+def megatron_signature(ctx: FunctionSigContext) -> FunctionLike:
+    """The helper's input is judged by :func:`megatron_hook`, not by its annotation."""
+    signature = ctx.default_signature
+    assert isinstance(signature, CallableType)
+    arg_types = [retype(t, None) if name == "input_" else t for name, t in zip(signature.arg_names, signature.arg_types)]
+    return signature.copy_modified(arg_types=arg_types)
+
+
+# --------------------------------------------------------------------------
+# assert_type and raw collectives
+# --------------------------------------------------------------------------
+
+
+def assert_type_hook(ctx: FunctionContext) -> Type:
+    """``assert_type(x, V@dp, I@tp)``: refine unknown axes, reject contradicted known ones."""
+    try:
+        asserted = tensor_type_of([_asserted_entry(e) for e in (ctx.args[1] if len(ctx.args) > 1 else [])])
+    except AnnotationError as error:
+        return _annotation_error(ctx, error)
+    results = []
+    for member in spmd_members(ctx.default_return_type) or [None]:
+        mapping = dict(member.axes) if member is not None else {}
+        for axis, axis_type in asserted.axes:
+            try:
+                if axis in mapping:
+                    algebra.check_asserted(mapping[axis], axis_type, axis)
+            except SpmdTypeError as error:
+                report.rule_error(ctx.api, ctx.context, error)
+            mapping[axis] = axis_type
+        results.append(TensorType.of(mapping))
+    return union_of(retype(ctx.default_return_type, r) for r in dict.fromkeys(results))
+
+
+def _asserted_entry(expr: Expression) -> tuple[str, AxisType]:
+    if not (isinstance(expr, OpExpr) and expr.op == "@"):
+        raise AnnotationError("assert_type takes TYPE@axis arguments such as V@dp or S(0)@tp")
+    axes = axes_of(expr.right)
+    axis_type = spmd_type_of(expr.left)
+    if axes is None or len(axes) != 1 or axis_type is None:
+        raise AnnotationError("assert_type takes TYPE@axis arguments such as V@dp or S(0)@tp, with one axis each")
+    return axes[0], axis_type
+
+
+def untyped_collective_hook(name: str) -> Callable[[FunctionContext], Type]:
+    """A raw torch.distributed collective on a typed tensor: the checker loses track."""
+    typed_op = UNTYPED[name]
+
+    def hook(ctx: FunctionContext) -> Type:
+        typed = [t for types in ctx.arg_types for t in types if has_spmd(t)]
+        if not typed:
+            return ctx.default_return_type
+        tensor_type = next(m for m in spmd_members(typed[0]) if m is not None)
+        axis, current = tensor_type.axes[0]
+        report.fail(
+            ctx.api,
+            ctx.context,
+            f"torch.distributed {name} on a typed tensor (Tensor[{tensor_type}]) changes values the "
+            f"checker cannot see: the tensor's SPMD type on axis {axis} (and its gradient) would be "
+            f"wrong afterwards. Fix: use the typed spmd_stubs.{typed_op}(x, {axis}, src={current}, dst=...).",
+            errorcodes.BY_RULE[Code.UNTYPED_COLLECTIVE],
+        )
+        return ctx.default_return_type
+
+    return hook

@@ -1,0 +1,56 @@
+"""The plugin's settings: ``[spmd_mypy]`` in mypy.ini/setup.cfg, ``[tool.spmd_mypy]`` in pyproject.toml.
+
+Keys:
+
+``strict`` (default false)
+    Report ops the checker does not model when they get a typed tensor
+    (``spmd-unmodelled``), and operands that do not mention an axis the other
+    operands of the same op do (``spmd-missing-axis``).
+``allow_redefinition`` (default true)
+    Turn on mypy's flexible redefinition so ``x = all_reduce(x, ...)`` may
+    give ``x`` a new SPMD type.  Set false to keep your own mypy setting.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import tomllib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+SECTION = "spmd_mypy"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Config:
+    strict: bool = False
+    allow_redefinition: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load(config_file: str | None) -> Config:
+    """Read the settings from mypy's config file (defaults where absent)."""
+    if not config_file or not os.path.isfile(config_file):
+        return Config()
+    if config_file.endswith(".toml"):
+        with open(config_file, "rb") as handle:
+            section = tomllib.load(handle).get("tool", {}).get(SECTION, {})
+    else:
+        parser = configparser.ConfigParser()
+        parser.read(config_file)
+        section = dict(parser[SECTION]) if parser.has_section(SECTION) else {}
+    return Config(**{key: _flag(key, section[key]) for key in Config.__dataclass_fields__ if key in section})
+
+
+def _flag(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ValueError(f"[{SECTION}] {key} must be true or false, got {value!r}")

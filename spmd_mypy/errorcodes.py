@@ -1,0 +1,27 @@
+"""Error codes: every one a sub-code of ``spmd``.
+
+So ``# type: ignore[spmd-partial-mul]`` silences one rule and
+``--disable-error-code spmd`` (or ``# type: ignore[spmd]``) all of them.
+The rule codes are the algebra's :class:`~spmd_stubs.algebra.Code`; the
+plugin adds three of its own.
+"""
+
+from mypy.errorcodes import ErrorCode
+
+from spmd_stubs.algebra import Code
+
+SPMD = ErrorCode("spmd", "SPMD type checking", "SPMD")
+
+BY_RULE: dict[Code, ErrorCode] = {
+    code: ErrorCode(code.value, f"SPMD rule {code.value}", "SPMD", sub_code_of=SPMD) for code in Code
+}
+
+UNMODELLED = ErrorCode(
+    "spmd-unmodelled", "An op the checker does not model got a typed tensor (strict)", "SPMD", sub_code_of=SPMD
+)
+MISSING_AXIS = ErrorCode(
+    "spmd-missing-axis", "An operand does not mention an axis the others do (strict)", "SPMD", sub_code_of=SPMD
+)
+INTERNAL = ErrorCode(
+    "spmd-internal", "The checker failed on this expression; please report it", "SPMD", sub_code_of=SPMD
+)

@@ -1,0 +1,194 @@
+"""Applying the op table: the SPMD type of a torch op's result, per axis, over union members.
+
+An operand is a set of alternatives (a union after a branch join gives
+several); every combination is judged by :func:`spmd_stubs.algebra.evaluate`
+on every axis any operand mentions, and the result is the union of the
+combinations' results.  An operand that does not mention an axis is unknown
+there (gradual typing; reported as ``spmd-missing-axis`` in strict mode).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Iterator, Sequence, Union
+
+from mypy.nodes import CallExpr, Context, Expression, ListExpr, RefExpr, TupleExpr
+from mypy.plugin import CheckerPluginInterface
+from mypy.types import Instance, NoneType, TupleType, Type, get_proper_type
+
+from spmd_stubs import algebra
+from spmd_stubs.algebra import SCALAR, Apply, Arg, AxisType, Expr, Replicate, Scalar, SpmdTypeError, TensorType
+from spmd_mypy import errorcodes, report
+from spmd_mypy.config import Config
+from spmd_mypy.ops import CONSTANT_FACTORIES, FUNCTION_MODULES, Rule, Variadic
+from spmd_mypy.representation import members, retype, spmd_members, tensor_instance, union_of
+
+_MAX_COMBINATIONS = 64
+_NUMBERS = frozenset({"builtins.int", "builtins.float", "builtins.bool", "builtins.complex"})
+
+
+class Everywhere:
+    """A fixed-value factory call used as an operand: R on every axis."""
+
+    def __repr__(self) -> str:
+        return "constant"
+
+
+EVERYWHERE = Everywhere()
+ABSENT = None
+
+Choice = Union[TensorType, Scalar, Everywhere, None]
+"""One alternative for one operand: a known type, a scalar, a constant, or unknown/absent."""
+
+
+@dataclass
+class Actual:
+    """One argument as the call gives it."""
+
+    expr: Expression | None
+    type: Type
+
+
+@dataclass
+class OpCall:
+    """A call of a modelled op: its name, operands in table order, and where it is."""
+
+    name: str
+    operands: list[list[Actual]]
+    """Per parameter (receiver first for methods), the actuals bound to it."""
+    context: Context
+    api: CheckerPluginInterface
+    config: Config
+
+
+def choices(actual: Actual) -> list[Choice]:
+    """The alternatives one actual contributes as an operand."""
+    if actual.expr is not None and _is_constant_factory(actual.expr):
+        return [EVERYWHERE]
+    options: list[Choice] = []
+    for member in members(actual.type):
+        options.extend(_member_choices(member))
+    return options or [ABSENT]
+
+
+def _member_choices(member: Type) -> list[Choice]:
+    proper = get_proper_type(member)
+    if tensor_instance(proper) is not None:
+        return list(spmd_members(proper))
+    if isinstance(proper, NoneType):
+        return [ABSENT]
+    if isinstance(proper, TupleType):
+        # x[i, j]: the tensors among the index items select.
+        tensors = [t for item in proper.items for t in spmd_members(item)]
+        return tensors or [SCALAR]
+    # Python numbers, slices, Ellipsis, shapes: neutral scalars.
+    return [SCALAR]
+
+
+def _is_constant_factory(expr: Expression) -> bool:
+    if not (isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr)):
+        return False
+    module, _, name = expr.callee.fullname.rpartition(".")
+    return name in CONSTANT_FACTORIES and f"{module}." in FUNCTION_MODULES
+
+
+def expand(rule: Rule, call: OpCall) -> tuple[Expr, list[list[Choice]]]:
+    """The rule as an expression over a flat operand list, with each operand's choices."""
+    if isinstance(rule, Variadic):
+        flat = [choices(a) for group in call.operands[rule.start :] for a in tensors_in(group, call.api)]
+        return Apply(rule.linearity, *(Arg(i) for i in range(len(flat)))), flat
+    return rule, [choices(group[0]) if group else [ABSENT] for group in call.operands]
+
+
+def tensors_in(group: list[Actual], api: CheckerPluginInterface) -> Iterator[Actual]:
+    """The tensors in a parameter: list/tuple displays item by item, sequences by item type."""
+    for actual in group:
+        if isinstance(actual.expr, (ListExpr, TupleExpr)):
+            for item in actual.expr.items:
+                yield Actual(item, type_of(api, item))
+            continue
+        proper = get_proper_type(actual.type)
+        if isinstance(proper, Instance) and tensor_instance(proper) is None and proper.args:
+            yield Actual(None, proper.args[0])
+        else:
+            yield actual
+
+
+def type_of(api: CheckerPluginInterface, expr: Expression) -> Type:
+    """The type mypy already inferred for ``expr`` (re-inferred silently if absent)."""
+    known = api.lookup_type_or_none(expr)  # type: ignore[attr-defined]
+    if known is not None:
+        return known  # type: ignore[no-any-return]
+    with api.msg.filter_errors():
+        return api.get_expression_type(expr)
+
+
+def _referenced(expr: Expr) -> set[int]:
+    if isinstance(expr, Arg):
+        return {expr.index}
+    return set().union(*(_referenced(sub) for sub in expr.operands))
+
+
+def _on_axis(choice: Choice, axis: str) -> AxisType | Scalar | None:
+    if isinstance(choice, TensorType):
+        return choice.get(axis)
+    if isinstance(choice, Everywhere):
+        return Replicate
+    return choice
+
+
+def judge(expr: Expr, combination: Sequence[Choice], op: str) -> TensorType | None:
+    """The result type of one combination of operand types (raises SpmdTypeError)."""
+    axes = sorted({axis for c in combination if isinstance(c, TensorType) for axis, _ in c.axes})
+    result: dict[str, AxisType] = {}
+    for axis in axes:
+        value = algebra.evaluate(expr, [_on_axis(c, axis) for c in combination], op, axis)
+        if value is not None:
+            result[axis] = value
+    return TensorType.of(result) if result else None
+
+
+def infer(rule: Rule, call: OpCall) -> list[TensorType | None] | None:
+    """The result's alternatives, reporting rule violations; None when nothing is typed.
+
+    A combination that violates a rule is reported and counts as unknown, so
+    one mistake gives one error, not a cascade.
+    """
+    expr, operand_choices = expand(rule, call)
+    if not any(isinstance(c, TensorType) for options in operand_choices for c in options):
+        return None
+    combinations = list(itertools.islice(itertools.product(*operand_choices), _MAX_COMBINATIONS + 1))
+    if len(combinations) > _MAX_COMBINATIONS:
+        return [None]
+    results: list[TensorType | None] = []
+    for combination in combinations:
+        if call.config.strict:
+            _report_missing_axes(expr, combination, call)
+        try:
+            results.append(judge(expr, combination, call.name))
+        except SpmdTypeError as error:
+            report.rule_error(call.api, call.context, error)
+            results.append(None)
+    return results
+
+
+def _report_missing_axes(expr: Expr, combination: Sequence[Choice], call: OpCall) -> None:
+    typed = [(i, c) for i, c in enumerate(combination) if isinstance(c, TensorType) and i in _referenced(expr)]
+    axes = {axis for _, c in typed for axis, _ in c.axes}
+    for index, choice in typed:
+        for axis in sorted(axes - {a for a, _ in choice.axes}):
+            report.fail(
+                call.api,
+                call.context,
+                f"operand {index} of {call.name} is Tensor[{choice}], which does not mention axis {axis} "
+                f"that another operand does; its type there is unknown. Fix: annotate it on {axis} or "
+                f"x = assert_type(x, <type>@{axis}).",
+                errorcodes.MISSING_AXIS,
+            )
+
+
+def result_type(default: Type, results: list[TensorType | None]) -> Type:
+    """The declared return type with the inferred SPMD types put into its tensors."""
+    unique = list(dict.fromkeys(results))
+    return union_of(retype(default, tensor_type) for tensor_type in unique)

@@ -1,0 +1,154 @@
+"""The plugin class: maps mypy's hook lookups to the feature modules.
+
+Every hook runs behind :func:`guarded`: an unexpected exception becomes an
+``spmd-internal`` error on the expression and the result mypy would have
+given without the plugin, never a mypy crash.
+"""
+
+from __future__ import annotations
+
+import functools
+import traceback
+from typing import Any, Callable, TypeVar
+
+from mypy.options import Options
+from mypy.plugin import (
+    AnalyzeTypeContext,
+    AttributeContext,
+    ClassDefContext,
+    FunctionContext,
+    FunctionSigContext,
+    MethodContext,
+    MethodSigContext,
+    Plugin,
+    ReportConfigContext,
+)
+from mypy.types import AnyType, TypeOfAny
+
+from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism
+from spmd_mypy.annotations import SPMD_TENSOR, analyze_spmd_tensor
+from spmd_mypy.collectives import (
+    ASSERT_TYPE,
+    COLLECTIVES_MODULE,
+    MEGATRON,
+    MEGATRON_MODULE,
+    TYPED_OPS,
+    UNTYPED,
+    UNTYPED_MODULES,
+)
+from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, TENSOR_ATTRIBUTES
+from spmd_mypy.representation import TENSOR, add_hidden_parameter
+
+Context = TypeVar("Context")
+_AUTOGRAD = {
+    "torch.autograd.backward": ("tensors", "grad_tensors", "torch.autograd.backward()"),
+    "torch.autograd.grad": ("outputs", "grad_outputs", "torch.autograd.grad()"),
+}
+_NO_POLYMORPHISM = ("torch.", "builtins.", "typing.", "spmd_stubs.collectives.", "spmd_stubs.types.")
+
+
+def _fallback(ctx: Any) -> Any:
+    """What mypy would have inferred without the plugin."""
+    for attribute in ("default_return_type", "default_attr_type", "default_signature"):
+        if hasattr(ctx, attribute):
+            return getattr(ctx, attribute)
+    return AnyType(TypeOfAny.from_error)
+
+
+def guarded(hook: Callable[[Context], Any]) -> Callable[[Context], Any]:
+    """Run ``hook``; on an unexpected exception report ``spmd-internal`` and fall back."""
+
+    @functools.wraps(hook)
+    def run(ctx: Context) -> Any:
+        try:
+            return hook(ctx)
+        except Exception as error:  # noqa: BLE001 -- a plugin must never crash mypy
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            message = (
+                f"SPMD checker internal error ({type(error).__name__}: {error} at "
+                f"{where.filename.rpartition('/')[2]}:{where.lineno}); this expression is treated as "
+                "unknown. Please report it."
+            )
+            api, context = getattr(ctx, "api", None), getattr(ctx, "context", None) or getattr(ctx, "cls", None)
+            if api is not None and context is not None:
+                api.fail(message, context, code=errorcodes.INTERNAL)
+            return _fallback(ctx)
+
+    return run
+
+
+class SpmdPlugin(Plugin):
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self.config = config.load(options.config_file)
+        if self.config.allow_redefinition:
+            options.allow_redefinition = True
+
+    def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:
+        return self.config.as_dict()
+
+    def get_customize_class_mro_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
+        return guarded(add_hidden_parameter) if fullname == TENSOR else None
+
+    def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Any] | None:
+        return guarded(analyze_spmd_tensor) if fullname == SPMD_TENSOR else None
+
+    @functools.lru_cache(maxsize=None)
+    def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Any] | None:
+        module, _, name = fullname.rpartition(".")
+        module += "."
+        if module == COLLECTIVES_MODULE and name in TYPED_OPS:
+            return guarded(collectives.collective_hook(name))
+        if module == MEGATRON_MODULE and name in MEGATRON:
+            return guarded(collectives.megatron_hook(MEGATRON[name]))
+        if fullname == ASSERT_TYPE:
+            return guarded(collectives.assert_type_hook)
+        if fullname in _AUTOGRAD:
+            return guarded(backward.autograd_hook(*_AUTOGRAD[fullname]))
+        if module in UNTYPED_MODULES and name in UNTYPED:
+            return guarded(collectives.untyped_collective_hook(name))
+        if module in FUNCTION_MODULES:
+            return guarded(calls.function_hook(name, self.config))
+        return None
+
+    @functools.lru_cache(maxsize=None)
+    def get_function_signature_hook(self, fullname: str) -> Callable[[FunctionSigContext], Any] | None:
+        module, _, name = fullname.rpartition(".")
+        if f"{module}." == MEGATRON_MODULE and name in MEGATRON:
+            return guarded(collectives.megatron_signature)
+        if fullname.startswith(_NO_POLYMORPHISM):
+            return None
+        return guarded(polymorphism.instantiate)
+
+    @functools.lru_cache(maxsize=None)
+    def get_method_signature_hook(self, fullname: str) -> Callable[[MethodSigContext], Any] | None:
+        if fullname.startswith(_NO_POLYMORPHISM):
+            return None
+        return guarded(polymorphism.instantiate)
+
+    @functools.lru_cache(maxsize=None)
+    def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Any] | None:
+        if fullname.startswith(METHOD_PREFIX):
+            name = fullname[len(METHOD_PREFIX) :]
+            if name == "backward":
+                return guarded(backward.backward_method)
+            return guarded(calls.method_hook(name, self.config))
+        if fullname.endswith(".__call__") and not fullname.startswith(_NO_POLYMORPHISM):
+            return guarded(polymorphism.module_call)
+        return None
+
+    @functools.lru_cache(maxsize=None)
+    def get_attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Any] | None:
+        if not fullname.startswith(ATTRIBUTE_PREFIX):
+            return None
+        name = fullname[len(ATTRIBUTE_PREFIX) :]
+        if name == "grad":
+            return guarded(backward.grad_attribute)
+        if name in TENSOR_ATTRIBUTES:
+            return guarded(calls.attribute_hook(TENSOR_ATTRIBUTES[name], name, self.config))
+        return None
+
+
+def plugin(version: str) -> type[Plugin]:
+    """mypy's entry point."""
+    return SpmdPlugin

@@ -1,0 +1,129 @@
+"""Axis polymorphism, and calling an ``nn.Module`` through its ``forward``.
+
+A function annotated on some axes accepts tensors that carry more: the
+signature is instantiated per call site.  For a parameter declared
+``Tensor[R@tp]`` and an argument ``Tensor[R@tp, V@dp]``, the parameter becomes
+``Tensor[R@tp, V@dp]`` (so mypy still rejects a wrong type on ``tp``), and the
+extra axis ``dp`` passes through to every typed tensor in the return type
+that does not mention ``dp`` itself.
+
+When arguments disagree on an extra axis (``V@dp`` and ``R@dp``), the
+function is treated as an unknown op on that axis: the types combine by the
+nonlinear rule of :func:`spmd_stubs.algebra.evaluate` (R with V gives V;
+Partial or Invariant mixed with anything else is an error, because nothing
+is known about how the body treats them).  Arguments with the same type on
+the extra axis, or only one argument carrying it, pass it through unchanged.
+"""
+
+from __future__ import annotations
+
+from mypy.nodes import Decorator, FuncDef
+from mypy.plugin import FunctionSigContext, MethodContext, MethodSigContext
+from mypy.typeops import bind_self
+from mypy.types import CallableType, FunctionLike, Instance, Type, TypeTranslator, get_proper_type
+
+from spmd_stubs import algebra
+from spmd_stubs.algebra import Apply, Arg, AxisType, Linearity, SpmdTypeError, TensorType
+from spmd_mypy import report
+from spmd_mypy.inference import type_of
+from spmd_mypy.representation import has_spmd, is_tensor, spmd_members, spmd_of, union_of, with_spmd
+
+MODULE = "torch.nn.modules.module.Module"
+
+
+def instantiate(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
+    """Signature hook: widen typed parameters by the arguments' extra axes, pass those through."""
+    signature = ctx.default_signature
+    if not isinstance(signature, CallableType) or not any(has_spmd(t) for t in signature.arg_types):
+        return signature
+    extras: dict[str, list[AxisType]] = {}
+    arg_types = []
+    for formal, exprs in zip(signature.arg_types, ctx.args):
+        declared = spmd_of(formal)
+        if declared is None or not exprs or not has_spmd(type_of(ctx.api, exprs[0])):
+            arg_types.append(formal)
+            continue
+        widened = [_widen(declared, actual, extras) for actual in spmd_members(type_of(ctx.api, exprs[0]))]
+        proper = get_proper_type(formal)
+        assert isinstance(proper, Instance)
+        arg_types.append(union_of(with_spmd(proper, w) for w in dict.fromkeys(widened)))
+    passed = _pass_through(extras, ctx, signature.name or "the call")
+    if not passed:
+        return signature.copy_modified(arg_types=arg_types)
+    return signature.copy_modified(arg_types=arg_types, ret_type=signature.ret_type.accept(_AddAxes(passed)))
+
+
+def _widen(declared: TensorType, actual: TensorType | None, extras: dict[str, list[AxisType]]) -> TensorType:
+    if actual is None:
+        return declared
+    mapping = dict(declared.axes)
+    for axis, axis_type in actual.axes:
+        if axis not in mapping:
+            mapping[axis] = axis_type
+            extras.setdefault(axis, []).append(axis_type)
+    return TensorType.of(mapping)
+
+
+def _pass_through(
+    extras: dict[str, list[AxisType]], ctx: FunctionSigContext | MethodSigContext, name: str
+) -> dict[str, AxisType]:
+    """The type each extra axis takes in the result (see the module docstring)."""
+    passed: dict[str, AxisType] = {}
+    for axis, values in extras.items():
+        if len({v.local for v in values}) == 1:
+            passed[axis] = values[0]
+            continue
+        expr = Apply(Linearity.NONLINEAR, *(Arg(i) for i in range(len(values))))
+        try:
+            combined = algebra.evaluate(expr, values, f"{name} (not annotated on {axis})", axis)
+        except SpmdTypeError as error:
+            report.rule_error(ctx.api, ctx.context, error)
+            continue
+        if combined is not None:
+            passed[axis] = combined
+    return passed
+
+
+class _AddAxes(TypeTranslator):
+    """Adds the passed-through axes to every typed tensor that does not mention them."""
+
+    def __init__(self, passed: dict[str, AxisType]) -> None:
+        super().__init__()
+        self.passed = passed
+
+    def visit_instance(self, t: Instance) -> Type:
+        if not is_tensor(t.type):
+            return super().visit_instance(t)
+        declared = spmd_of(t)
+        if declared is None:
+            return t
+        return with_spmd(t, TensorType.of({**self.passed, **declared.as_dict()}))
+
+
+def module_call(ctx: MethodContext) -> Type:
+    """``module(x)``: nn.Module.__call__ returns Any; check the call against ``forward`` instead."""
+    receiver = get_proper_type(ctx.type)
+    if not isinstance(receiver, Instance) or not receiver.type.has_base(MODULE):
+        return ctx.default_return_type
+    forward = _forward_type(receiver)
+    if forward is None:
+        return ctx.default_return_type
+    args = [e for group in ctx.args for e in group]
+    kinds = [k for group in ctx.arg_kinds for k in group]
+    names = [n for group in ctx.arg_names for n in group]
+    checker = ctx.api.expr_checker  # type: ignore[attr-defined]
+    name = f"{receiver.type.fullname}.forward"
+    callee = checker.transform_callee_type(name, forward, args, kinds, ctx.context, names, receiver)
+    result, _ = checker.check_call(callee, args, kinds, ctx.context, names, callable_name=name, object_type=receiver)
+    return result  # type: ignore[no-any-return]
+
+
+def _forward_type(receiver: Instance) -> FunctionLike | None:
+    """``forward`` bound to the receiver, when a subclass defines an annotated one."""
+    symbol = receiver.type.get("forward")
+    node = symbol.node if symbol is not None else None
+    if isinstance(node, Decorator):
+        node = node.func
+    if not isinstance(node, FuncDef) or node.info.fullname == MODULE or not isinstance(node.type, FunctionLike):
+        return None
+    return bind_self(node.type, receiver)

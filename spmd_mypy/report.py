@@ -1,0 +1,37 @@
+"""Turning the algebra's errors into mypy diagnostics."""
+
+from __future__ import annotations
+
+from mypy.errorcodes import ErrorCode
+from mypy.nodes import Context
+from mypy.plugin import CheckerPluginInterface
+
+from spmd_stubs.algebra import SpmdTypeError
+from spmd_mypy import errorcodes
+from spmd_mypy.annotations import AnnotationError, source_text_of
+
+_MAX_SNIPPET = 60
+
+
+def snippet(api: CheckerPluginInterface, node: Context) -> str | None:
+    """The source text of ``node`` (shortened), None where it cannot be read."""
+    try:
+        text = " ".join(source_text_of(api.path, node).split())  # type: ignore[attr-defined]
+    except (AnnotationError, AttributeError):
+        return None
+    return text if len(text) <= _MAX_SNIPPET else text[: _MAX_SNIPPET - 3] + "..."
+
+
+def where(api: CheckerPluginInterface, node: Context) -> str:
+    """``In `a * b`: `` -- the expression a message is about."""
+    text = snippet(api, node)
+    return f"In `{text}`: " if text else ""
+
+
+def fail(api: CheckerPluginInterface, node: Context, message: str, code: ErrorCode) -> None:
+    api.fail(f"{where(api, node)}{message}", node, code=code)
+
+
+def rule_error(api: CheckerPluginInterface, node: Context, error: SpmdTypeError) -> None:
+    """Report an algebra verdict: the message already names the axis, operand types and fix."""
+    fail(api, node, error.message, errorcodes.BY_RULE[error.code])

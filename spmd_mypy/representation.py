@@ -1,0 +1,155 @@
+"""How an SPMD type lives inside mypy's types.
+
+``torch.Tensor`` gets one extra, hidden type parameter (added by a class hook
+while mypy analyses ``torch._tensor.Tensor``) whose default is ``Any``.  So
+every bare ``torch.Tensor`` in torch's stubs, ``nn.Parameter``,
+``DTensor.to_local()`` is ``Tensor[Any]``: unknown, compatible both ways.
+
+A known SPMD type is a type variable *value* that no scope binds: a
+``TypeVarType`` in the namespace :data:`NAMESPACE` whose name is the type as
+the user reads it (``V@dp, S(0)@tp``) and whose id is a stable hash of its
+local form (``S(i)`` counted as ``V``).  This makes mypy itself
+
+* print it as ``Tensor[V@dp, S(0)@tp]`` (reveal_type, arg-type, ...);
+* treat two different local types as incompatible, ``S(i)`` and ``V`` as the
+  same type (seed 000: in local SPMD ``S(i)`` *is* V), ``Tensor[Any]`` as
+  compatible with all;
+* store it in the incremental cache and the daemon like any type.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from typing import Iterable
+
+from mypy.nodes import TypeInfo
+from mypy.plugin import ClassDefContext
+from mypy.typeops import make_simplified_union
+from mypy.types import (
+    AnyType,
+    Instance,
+    ProperType,
+    Type,
+    TypeOfAny,
+    TypeTranslator,
+    TypeVarId,
+    TypeVarType,
+    UnionType,
+    get_proper_type,
+)
+
+from spmd_stubs.algebra import TensorType
+
+TENSOR = "torch._tensor.Tensor"
+NAMESPACE = "spmd_mypy"
+_PARAMETER = "_SpmdType"
+
+
+def add_hidden_parameter(ctx: ClassDefContext) -> None:
+    """Class hook for ``torch._tensor.Tensor``: one type parameter, default Any."""
+    info = ctx.cls.info
+    if info.type_vars:
+        return
+    parameter = TypeVarType(
+        _PARAMETER,
+        f"{TENSOR}.{_PARAMETER}",
+        TypeVarId(1, namespace=TENSOR),
+        [],
+        ctx.api.named_type("builtins.object"),
+        AnyType(TypeOfAny.from_omitted_generics),
+    )
+    ctx.cls.type_vars = [parameter]
+    info.add_type_vars()
+
+
+def local_form(tensor_type: TensorType) -> TensorType:
+    """The type with shard dims forgotten: what decides compatibility."""
+    return TensorType(tuple((axis, t.local) for axis, t in tensor_type.axes))
+
+
+def _type_id(tensor_type: TensorType) -> TypeVarId:
+    digest = hashlib.blake2b(local_form(tensor_type).canonical().encode(), digest_size=7).digest()
+    return TypeVarId(int.from_bytes(digest, "big") + 1, namespace=NAMESPACE)
+
+
+def with_spmd(tensor: Instance, tensor_type: TensorType | None) -> Instance:
+    """``tensor`` (a ``torch.Tensor`` instance) carrying ``tensor_type`` (None: unknown)."""
+    info = tensor.type
+    if tensor_type is None or not tensor_type.axes:
+        return tensor.copy_modified(args=[AnyType(TypeOfAny.special_form)])
+    bound = info.defn.type_vars[0].upper_bound
+    name = str(tensor_type)
+    value = TypeVarType(name, f"{NAMESPACE}.{name}", _type_id(tensor_type), [], bound, AnyType(TypeOfAny.special_form))
+    return tensor.copy_modified(args=[value])
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(name: str) -> TensorType:
+    return TensorType.parse(name)
+
+
+def is_tensor(info: TypeInfo) -> bool:
+    return info.fullname == TENSOR and len(info.type_vars) == 1
+
+
+def tensor_instance(typ: Type) -> Instance | None:
+    """``typ`` as a ``torch.Tensor`` instance (subclasses: the Tensor base), else None."""
+    proper = get_proper_type(typ)
+    if not isinstance(proper, Instance):
+        return None
+    if is_tensor(proper.type):
+        return proper
+    for base in proper.type.mro:
+        if is_tensor(base):
+            # nn.Parameter and other subclasses inherit Tensor[Any]: unknown.
+            return Instance(base, [AnyType(TypeOfAny.special_form)])
+    return None
+
+
+def spmd_of(typ: Type) -> TensorType | None:
+    """The known SPMD type of one tensor type, None when unknown or not a tensor."""
+    tensor = tensor_instance(typ)
+    if tensor is None or len(tensor.args) != 1:
+        return None
+    value = get_proper_type(tensor.args[0])
+    if isinstance(value, TypeVarType) and value.id.namespace == NAMESPACE:
+        return _parse(value.name)
+    return None
+
+
+def members(typ: Type) -> list[ProperType]:
+    """The items of a union (flattened), or the type itself."""
+    proper = get_proper_type(typ)
+    if isinstance(proper, UnionType):
+        return [m for item in proper.items for m in members(item)]
+    return [proper]
+
+
+def spmd_members(typ: Type) -> list[TensorType | None]:
+    """One entry per tensor member of ``typ`` (a union after a branch join)."""
+    return [spmd_of(m) for m in members(typ) if tensor_instance(m) is not None]
+
+
+def has_spmd(typ: Type) -> bool:
+    return any(t is not None for t in spmd_members(typ))
+
+
+class _Retype(TypeTranslator):
+    def __init__(self, tensor_type: TensorType | None) -> None:
+        super().__init__()
+        self.tensor_type = tensor_type
+
+    def visit_instance(self, t: Instance) -> Type:
+        if is_tensor(t.type):
+            return with_spmd(t, self.tensor_type)
+        return super().visit_instance(t)
+
+
+def retype(typ: Type, tensor_type: TensorType | None) -> Type:
+    """``typ`` with every ``torch.Tensor`` in it (tuples, lists, Optional) given ``tensor_type``."""
+    return typ.accept(_Retype(tensor_type))
+
+
+def union_of(types: Iterable[Type]) -> Type:
+    return make_simplified_union(list(types))

@@ -4,7 +4,8 @@ One small tensor-parallel MLP (column- then row-parallel linear on ``tp``,
 SP off) is written twice with the same lines: typed for our checker, and in
 ``spmd_types``' API (``assert_type`` on the inputs, its collectives) for its
 runtime checker, which must execute the forward and backward under a fake
-process group. Each bug of :data:`BUGS` is injected into both; the last one
+process group (its inputs are typed I on dp too: it needs every mesh axis).
+Each bug of :data:`BUGS` is injected into both; the last one
 sits in a branch the run does not take.
 
 Measured, side by side:
@@ -87,16 +88,16 @@ from spmd_types import I, P, R, V
 
 dist.init_process_group("fake", rank=0, world_size=4, store=FakeStore())
 mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
-tp = mesh.get_group("tp")
+tp, dp = mesh.get_group("tp"), mesh.get_group("dp")
 x, w1, w2, b2 = (torch.randn(*s, requires_grad=True) for s in ((4, 6), (4, 6), (6, 4), (6,)))
 bias_first = False
 checked = time.perf_counter()
 try:
     with spmd.set_current_mesh(mesh), spmd_types.checker.typecheck(local=True):
-        spmd.assert_type(x, {{tp: I}})
-        spmd.assert_type(w1, {{tp: V}})
-        spmd.assert_type(w2, {{tp: V}})
-        spmd.assert_type(b2, {{tp: I}})
+        spmd.assert_type(x, {{tp: I, dp: I}})
+        spmd.assert_type(w1, {{tp: V, dp: I}})
+        spmd.assert_type(w2, {{tp: V, dp: I}})
+        spmd.assert_type(b2, {{tp: I, dp: I}})
 {body}
         loss.backward()
     verdict = "clean"

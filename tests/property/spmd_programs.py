@@ -267,10 +267,10 @@ def comm_shape(op: str, src: AxisType, dst: AxisType, shape: Shape) -> Optional[
     if op == "reduce_scatter" or (op == "convert" and s in (Kind.R, Kind.I) and d is Kind.V):
         return _scatter_shape(shape, dst)
     if op == "all_to_all":
-        whole = _gather_shape(shape, src) if src.shard is not None else shape
-        if src.shard is None and not (shape and shape[0] == AXIS_SIZE):
-            return None
-        return _scatter_shape(whole, dst) if dst.shard is not None else whole
+        # The local tensor is split on dst's dim (V: dim 0 of size the axis
+        # size), the parts exchanged, and joined on src's dim.
+        part = _scatter_shape(shape, dst)
+        return None if part is None else _gather_shape(part, src)
     return shape
 
 

@@ -1,0 +1,104 @@
+"""Check fairscale's and megatron-core's tensor-parallel layers with types declared outside their source.
+
+The installed packages are copied, the shipped overlays (overlays/*.toml)
+and the codemod are applied to the copies, and mypy with the plugin runs
+once over the four modules.  The test pins exactly what the checker reports
+(the table in docs/third_party.md): a new finding or a vanished one fails it.
+"""
+
+import ast
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from spmd_mypy.migrate import migrate_source
+from spmd_mypy.migrate.overlay import apply_overlay, load_overlays
+from spmd_mypy.migrate.thirdparty import copy_installed, run_mypy
+
+OVERLAYS = Path(__file__).resolve().parents[2] / "overlays"
+MODULES = [
+    "fairscale.nn.model_parallel.mappings",
+    "fairscale.nn.model_parallel.layers",
+    "megatron.core.tensor_parallel.mappings",
+    "megatron.core.tensor_parallel.layers",
+]
+
+# (module, function, error code, the call or operand the error is "In").
+EXPECTED = Counter([
+    # Row-parallel outputs are local matmul results, V@tp in local SPMD; the
+    # table's all_reduce/reduce_scatter(src=P) wants the pending sum declared.
+    ("fairscale.nn.model_parallel.layers", "VocabParallelEmbedding.forward", "spmd-collective", "spmd.all_reduce"),
+    ("fairscale.nn.model_parallel.layers", "RowParallelLinear.forward", "spmd-collective", "spmd.all_reduce"),
+    ("megatron.core.tensor_parallel.layers", "VocabParallelEmbedding.forward", "spmd-collective", "spmd.reduce_scatter"),
+    ("megatron.core.tensor_parallel.layers", "VocabParallelEmbedding.forward", "spmd-collective", "spmd.all_reduce"),
+    # Types chosen by a constructor flag (input_is_parallel, sequence_parallel):
+    # every branch is checked against every member of the declared union.
+    ("fairscale.nn.model_parallel.layers", "RowParallelLinear.forward", "spmd-collective", "spmd.convert"),
+    ("fairscale.nn.model_parallel.layers", "RowParallelLinear.forward", "spmd-invariant-mix", "F.linear"),
+    ("megatron.core.tensor_parallel.layers", "ColumnParallelLinear.forward", "spmd-collective", "spmd.convert"),
+    ("megatron.core.tensor_parallel.layers", "RowParallelLinear.forward", "spmd-collective", "spmd.convert"),
+    # Sequence parallel: the replicated bias meets S(0)@tp activations; its
+    # gradient needs a tp all-reduce, which megatron does outside the layer.
+    ("megatron.core.tensor_parallel.layers", "RowParallelLinear.forward", "spmd-invariant-mix", "output_"),
+])
+
+
+def function_at(tree: ast.Module, line: int) -> str:
+    """The dotted name of the innermost function or class around a line."""
+    path: list[str] = []
+
+    def visit(node: ast.AST, prefix: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if child.lineno <= line <= (child.end_lineno or child.lineno):
+                    path[:] = [*prefix, child.name]
+                    visit(child, [*prefix, child.name])
+
+    visit(tree, [])
+    return ".".join(path) or "<module>"
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    root = copy_installed(["megatron", "fairscale"], tmp_path_factory.mktemp("third_party"))
+    overlays = load_overlays(sorted(OVERLAYS.glob("*.toml")))
+    files = {}
+    for module in MODULES:
+        path = root.joinpath(*module.split(".")).with_suffix(".py")
+        code = apply_overlay(path.read_text(), module, overlays[module])
+        path.write_text(migrate_source(code, module).code)
+        files[str(path.relative_to(root))] = module
+    run = run_mypy(root, [root / f for f in files], ["megatron", "fairscale"],
+                   tmp_path_factory.getbasetemp() / "mypy-cache")
+    return root, files, run
+
+
+def test_every_overlaid_module_is_covered(checked):
+    assert set(checked[1].values()) == set(load_overlays(sorted(OVERLAYS.glob("*.toml"))))
+
+
+def test_the_checker_runs_without_crashing(checked):
+    run = checked[2]
+    assert not run.crashed, run.output[-3000:]
+    assert run.diagnostics, "mypy said nothing at all: the files were not checked"
+
+
+def test_what_the_checker_finds(checked):
+    root, files, run = checked
+    trees = {f: ast.parse((root / f).read_text()) for f in files}
+    found = Counter()
+    for d in run.diagnostics:
+        if d.is_spmd:
+            where = re.match(r"In `([\w.]+)", d.message)
+            found[(files[d.path], function_at(trees[d.path], d.line), d.code, where and where.group(1))] += 1
+    assert found == EXPECTED, "\n".join(str(d) for d in run.diagnostics if d.is_spmd)
+
+
+def test_annotations_reach_the_checker(checked):
+    """The overlay's types are what mypy sees, not Any: the messages print them."""
+    run = checked[2]
+    messages = " ".join(d.message for d in run.diagnostics)
+    assert "Tensor[I@tp] | Tensor[S(-1)@tp]" in messages
+    assert "S(0)@tp" in messages

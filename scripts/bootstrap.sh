@@ -1,5 +1,5 @@
 # Source me: creates .venv in the repo and installs the project when
-# pyproject.toml changed since the last install.
+# pyproject.toml or this script changed since the last install.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -7,12 +7,15 @@ if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
 fi
 STAMP="$VENV/.spmd-installed"
-WANT="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+WANT="$(cat "$ROOT/pyproject.toml" "$ROOT/scripts/bootstrap.sh" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     # torch first and alone: pinned, so pip takes the local CPU wheel and
     # never resolves a CUDA build.
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check -e "$ROOT[test]"
+    # compat mode puts the repository on sys.path with a plain .pth entry:
+    # mypy cannot see packages behind setuptools' editable import hooks.
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check \
+        --config-settings editable_mode=compat -e "$ROOT[test]"
     # Third-party tensor-parallel code the checker is tested on, without
     # their dependency trees (torch is already pinned; they are only read,
     # imported and type-checked).

@@ -77,8 +77,9 @@ def _max_grad_error(model: GPT, full: Params, tp_rank: int, tp_size: int) -> flo
     """Largest relative difference between a parameter's gradient and its reference shard."""
     worst = 0.0
     for name, param in model.named_parameters():
-        assert param.grad is not None and full[name].grad is not None
-        expected = tp_shard(name, full[name].grad, tp_rank, tp_size)
+        reference_grad = full[name].grad
+        assert param.grad is not None and reference_grad is not None
+        expected = tp_shard(name, reference_grad, tp_rank, tp_size)
         scale = max(1.0, expected.abs().max().item())
         worst = max(worst, (param.grad - expected).abs().max().item() / scale)
     return worst

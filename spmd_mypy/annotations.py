@@ -22,7 +22,7 @@ from typing import Callable, Union
 
 from mypy.nodes import Context, MypyFile, PlaceholderNode, SymbolNode, TypeInfo
 from mypy.plugin import AnalyzeTypeContext
-from mypy.types import RawExpressionType, Type, UnboundType
+from mypy.types import AnyType, RawExpressionType, Type, TypeOfAny, UnboundType
 
 from spmd_stubs.algebra import AxisType, Code, Invariant, Partial, Replicate, Shard, TensorType, Varying
 from spmd_mypy import errorcodes
@@ -269,3 +269,13 @@ def _lookup(ctx: AnalyzeTypeContext) -> Lookup:
         return node
 
     return lookup
+
+
+def shard_outside_tensor(ctx: AnalyzeTypeContext) -> Type:
+    """``S[0, tp]`` analysed on its own: only in an alias's value (``A = Tensor[S[0, tp]]``).
+
+    mypy analyses that value as an expression first; ``S`` is no generic
+    class, so without this hook it would reject ``S[0, tp]``.  The alias's
+    type itself comes from :func:`analyze_spmd_tensor`.
+    """
+    return AnyType(TypeOfAny.special_form)

@@ -8,7 +8,9 @@ given without the plugin, never a mypy crash.
 from __future__ import annotations
 
 import functools
+import hashlib
 import traceback
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from mypy.options import Options
@@ -25,8 +27,9 @@ from mypy.plugin import (
 )
 from mypy.types import AnyType, TypeOfAny
 
+from spmd_stubs import algebra
 from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism
-from spmd_mypy.annotations import SPMD_TENSOR, analyze_spmd_tensor
+from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, shard_outside_tensor
 from spmd_mypy.collectives import (
     ASSERT_TYPE,
     COLLECTIVES_MODULE,
@@ -40,6 +43,11 @@ from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, TEN
 from spmd_mypy.representation import TENSOR, add_hidden_parameter
 
 Context = TypeVar("Context")
+FINGERPRINT = hashlib.sha256(
+    b"".join(path.read_bytes() for path in sorted(Path(__file__).parent.glob("*.py")))
+    + Path(algebra.__file__).read_bytes()
+).hexdigest()[:16]
+"""The checker's code version: mypy only fingerprints the plugin's entry module."""
 _AUTOGRAD = {
     "torch.autograd.backward": ("tensors", "grad_tensors", "torch.autograd.backward()"),
     "torch.autograd.grad": ("outputs", "grad_outputs", "torch.autograd.grad()"),
@@ -85,13 +93,25 @@ class SpmdPlugin(Plugin):
             options.allow_redefinition = True
 
     def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:
-        return self.config.as_dict()
+        """Invalidates mypy's cache when the checker's code or (for user modules) its config changes.
+
+        torch's own modules hold no SPMD annotations, so a config change
+        leaves their (expensive) cache entries valid.
+        """
+        data: dict[str, Any] = {"fingerprint": FINGERPRINT}
+        if ctx.id.partition(".")[0] != "torch":
+            data.update(self.config.as_dict())
+        return data
 
     def get_customize_class_mro_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
         return guarded(add_hidden_parameter) if fullname == TENSOR else None
 
     def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Any] | None:
-        return guarded(analyze_spmd_tensor) if fullname == SPMD_TENSOR else None
+        if fullname == SPMD_TENSOR:
+            return guarded(analyze_spmd_tensor)
+        if fullname == SHARD:
+            return guarded(shard_outside_tensor)
+        return None
 
     @functools.lru_cache(maxsize=None)
     def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Any] | None:

@@ -270,7 +270,7 @@ def comm_shape(op: str, src: AxisType, dst: AxisType, shape: Shape) -> Optional[
         # The local tensor is split on dst's dim (V: dim 0 of size the axis
         # size), the parts exchanged, and joined on src's dim.
         part = _scatter_shape(shape, dst)
-        return None if part is None else _gather_shape(part, src)
+        return None if part is None or _needs_dim(src, part) else _gather_shape(part, src)
     return shape
 
 

@@ -1,6 +1,6 @@
 """Typed collectives against the raw torch.distributed calls, 4 local gloo ranks.
 
-    .venv/bin/python scripts/bench_collectives.py [--rounds 7]
+    .venv/bin/python scripts/bench_collectives.py [--rounds 5]
 
 For each per-rank input size (1 KiB .. 16 MiB of float32) and each
 collective, typed and raw calls alternate in rounds (a barrier before each
@@ -11,8 +11,8 @@ raw calls are the out-of-place equivalents of the typed ones:
 typed                                  raw
 =====================================  ===========================================
 all_reduce(x, ax, src=P, dst=R)        y = x.clone(); dist.all_reduce(y)
-all_gather(x, ax, src=S(0), dst=R)     dist.all_gather_into_tensor(out, x)
-reduce_scatter(x, ax, src=P, dst=S(0)) dist.reduce_scatter_tensor(out, x)
+all_gather(x, ax, src=S(0), dst=R)     dist.all_gather_single(out, x)
+reduce_scatter(x, ax, src=P, dst=S(0)) dist.reduce_scatter_single(out, x)
 all_to_all(x, ax, src=S(0), dst=S(0))  dist.all_to_all_single(out, x)
 =====================================  ===========================================
 """
@@ -54,13 +54,13 @@ def _raw_all_reduce(x: torch.Tensor) -> torch.Tensor:
 
 def _raw_all_gather(x: torch.Tensor) -> torch.Tensor:
     out = x.new_empty((x.numel() * WORLD,))
-    dist.all_gather_into_tensor(out, x)
+    dist.all_gather_single(out, x)
     return out
 
 
 def _raw_reduce_scatter(x: torch.Tensor) -> torch.Tensor:
     out = x.new_empty((x.numel() // WORLD,))
-    dist.reduce_scatter_tensor(out, x)
+    dist.reduce_scatter_single(out, x)
     return out
 
 
@@ -86,18 +86,17 @@ def _time(fn: Callable[[torch.Tensor], object], x: torch.Tensor, iters: int) -> 
     return (time.perf_counter() - start) / iters
 
 
-def _bench(rounds: int) -> list[tuple[str, int, float, float]]:
+def _bench(size: int, rounds: int) -> list[tuple[str, int, float, float]]:
     rows = []
-    for size in SIZES:
-        x = torch.randn(size // 4)
-        iters = max(3, (1 << 22) // size)
-        for name, (typed, raw) in PAIRS.items():
-            typed(x), raw(x)  # warm-up
-            typed_times, raw_times = [], []
-            for _ in range(rounds):
-                typed_times.append(_time(typed, x, iters))
-                raw_times.append(_time(raw, x, iters))
-            rows.append((name, size, statistics.median(typed_times), statistics.median(raw_times)))
+    x = torch.randn(size // 4)
+    iters = max(2, (1 << 18) // size)
+    for name, (typed, raw) in PAIRS.items():
+        typed(x), raw(x)  # warm-up
+        typed_times, raw_times = [], []
+        for _ in range(rounds):
+            typed_times.append(_time(typed, x, iters))
+            raw_times.append(_time(raw, x, iters))
+        rows.append((name, size, statistics.median(typed_times), statistics.median(raw_times)))
     return rows
 
 
@@ -110,18 +109,19 @@ def _worker(rank: int, port: int, rounds: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD, timeout=timedelta(seconds=120))
     spmd.bind_groups({world: dist.group.WORLD})
-    rows = _bench(rounds)
     if rank == 0:
-        print(f"| op | size per rank | typed (ms) | raw (ms) | typed/raw |")
-        print("|---|---|---|---|---|")
-        for name, size, typed, raw in rows:
-            print(f"| {name} | {_human(size)} | {typed * 1e3:.3f} | {raw * 1e3:.3f} | {typed / raw:.2f} |")
+        print("| op | size per rank | typed (ms) | raw (ms) | typed/raw |")
+        print("|---|---|---|---|---|", flush=True)
+    for size in SIZES:
+        for name, size, typed, raw in _bench(size, rounds):
+            if rank == 0:
+                print(f"| {name} | {_human(size)} | {typed * 1e3:.3f} | {raw * 1e3:.3f} | {typed / raw:.2f} |", flush=True)
     dist.destroy_process_group()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -79,6 +79,14 @@ def _split(whole: torch.Tensor, comm: Comm, layout: AxisType) -> list[torch.Tens
     return list(whole.split(_part_sizes(comm, whole.size(dim), dim), dim))
 
 
+def _check_whole(whole: torch.Tensor, comm: Comm, layout: AxisType) -> None:
+    """``whole`` splits into equal parts under ``layout``, or a clear error."""
+    if layout.shard is None:
+        _leading(whole, comm)
+    else:
+        _part_sizes(comm, whole.size(layout.shard), layout.shard)
+
+
 def _join(parts: list[torch.Tensor], layout: AxisType) -> torch.Tensor:
     """The inverse of :func:`_split`."""
     if layout.shard is None:
@@ -175,13 +183,14 @@ def _all_reduce(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> to
 
 def _all_gather(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
     """all_gather(V|S(i), R|I): every rank gets the parts stacked (V) or concatenated (S(i))."""
-    gathered = _gather_stacked(x if comm.split_sizes is None else _padded_part(x, comm, src), comm)
     if src.shard is None:
-        return gathered
+        return _gather_stacked(x, comm)
     dim = src.shard % x.dim()
-    parts = list(gathered.unbind(0))
-    if comm.split_sizes is not None:
-        parts = [part.narrow(dim, 0, size) for part, size in zip(parts, comm.split_sizes)]
+    if comm.split_sizes is None:
+        # Equal parts: concatenated by the collective itself, no extra copy.
+        return funcol.wait_tensor(funcol.all_gather_single(x.contiguous(), dim, comm.group))
+    gathered = _gather_stacked(_padded_part(x, comm, src), comm)
+    parts = [part.narrow(dim, 0, size) for part, size in zip(gathered.unbind(0), comm.split_sizes)]
     return torch.cat(parts, dim)
 
 
@@ -195,12 +204,15 @@ def _padded_part(x: torch.Tensor, comm: Comm, layout: AxisType) -> torch.Tensor:
 
 def _reduce_scatter(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
     """reduce_scatter(P, V|S(i)): rank k gets part k of the sum."""
-    parts = _split(x, comm, dst)
-    if comm.split_sizes is None:
-        return _reduce_scatter_stacked(torch.stack(parts), comm)
-    assert dst.shard is not None  # split_sizes come with a shard type
+    if dst.shard is None:
+        _check_whole(x, comm, dst)
+        return _reduce_scatter_stacked(x, comm)
     dim = dst.shard % x.dim()
+    if comm.split_sizes is None:
+        _check_whole(x, comm, dst)
+        return funcol.wait_tensor(funcol.reduce_scatter_single(x.contiguous(), "sum", dim, comm.group))
     longest = max(comm.split_sizes)
+    parts = _split(x, comm, dst)
     mine = _reduce_scatter_stacked(torch.stack([_pad_to(p, dim, longest) for p in parts]), comm)
     sizes = comm.split_sizes
     return per_rank(mine, comm.group, lambda k, t: t.narrow(dim, 0, sizes[k]).clone())
@@ -208,8 +220,16 @@ def _reduce_scatter(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -
 
 def _all_to_all(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
     """all_to_all(V,V): swap the mesh axis with dim 0; all_to_all(S(i),S(j)): cat on i, split on j."""
+    if _on_dim0(src, x) and _on_dim0(dst, x):
+        # V/V and S(0)/S(0): dim 0 already holds one chunk per rank, in order.
+        _check_whole(x, comm, dst)
+        return _exchange_stacked(x, comm)
     received = _exchange_stacked(_join(_split(x, comm, dst), algebra.Varying), comm)
     return _join(list(received.unbind(0)), src)
+
+
+def _on_dim0(layout: AxisType, x: torch.Tensor) -> bool:
+    return layout.shard is None or layout.shard % x.dim() == 0
 
 
 _R, _I, _V, _P = Kind.R, Kind.I, Kind.V, Kind.P

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from mypy.nodes import CallExpr, Expression, IntExpr, NameExpr, OpExpr, RefExpr, TupleExpr, UnaryExpr
+from mypy.nodes import CallExpr, Expression, IntExpr, NameExpr, OpExpr, RefExpr, TupleExpr, TypeInfo, UnaryExpr
 from mypy.plugin import FunctionContext, FunctionSigContext
 from mypy.types import CallableType, FunctionLike, Type
 
@@ -109,14 +109,14 @@ def axes_of(expr: Expression) -> tuple[str, ...] | None:
         if not parts or any(p is None for p in parts):
             return None
         return tuple(axis for part in parts for axis in part)  # type: ignore[union-attr]
-    if isinstance(expr, RefExpr):
+    if isinstance(expr, RefExpr) and isinstance(expr.node, TypeInfo):
         return (axis_name_of(expr.node, expr.name),)
     return None
 
 
 def spmd_type_of(expr: Expression) -> AxisType | None:
     """``P`` / ``spmd.R`` / ``S(-1)`` as a value -> the type; None when not static."""
-    if isinstance(expr, RefExpr):
+    if isinstance(expr, RefExpr) and isinstance(expr.node, TypeInfo):
         return axis_type_of(expr.node, expr.name, None)
     if isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr):
         dim: DimText = Missing() if not expr.args else "a non-int argument"

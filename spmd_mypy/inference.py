@@ -89,7 +89,8 @@ def _member_choices(member: Type) -> list[Choice]:
 def _is_constant_factory(expr: Expression) -> bool:
     if not (isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr)):
         return False
-    module, _, name = expr.callee.fullname.rpartition(".")
+    callee = expr.callee.node
+    module, _, name = (callee.fullname if callee is not None else expr.callee.fullname).rpartition(".")
     return name in CONSTANT_FACTORIES and f"{module}." in FUNCTION_MODULES
 
 

@@ -117,7 +117,7 @@ TABLE: dict[str, Rule] = {
     "hstack": Variadic(ADDITIVE),
     "vstack": Variadic(ADDITIVE),
     "dstack": Variadic(ADDITIVE),
-    "einsum": Variadic(MULTILINEAR, start=1),
+    "einsum": Variadic(MULTILINEAR),  # einsum(*args): the equation is a neutral scalar
     "chain_matmul": Variadic(MULTILINEAR),
     "linear": LINEAR_LAYER,
     "bilinear": Apply(ADDITIVE, Apply(MULTILINEAR, Arg(0), Arg(1), Arg(2)), Arg(3)),

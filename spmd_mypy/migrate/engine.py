@@ -18,10 +18,6 @@ class Result:
     code: str
     report: Report
 
-    @property
-    def changed(self) -> bool:
-        return bool(self.report.rewritten) or self.report.todos > 0
-
 
 def migrate_source(
     code: str, module: str = "", *, is_package: bool = False, replicated_dst: str | None = None

@@ -218,15 +218,19 @@ def _declared_name(statement: cst.BaseStatement) -> str | None:
 
 def _declare_attributes(body: cst.BaseSuite, declared: dict[str, SpmdType]) -> cst.BaseSuite:
     """Class-level ``name: Tensor[...]`` declarations, after the docstring; existing ones re-annotated."""
-    statements = list(body.body)  # type: ignore[attr-defined]
+    if not isinstance(body, cst.IndentedBlock):
+        raise OverlayError("a class written on one line cannot take attribute declarations")
+    statements: list[cst.BaseStatement] = list(body.body)
     existing = {_declared_name(s): i for i, s in enumerate(statements) if _declared_name(s)}
     new = []
     for name, spmd_type in declared.items():
         if name in existing:
             index = existing[name]
             line = statements[index]
-            ann = line.body[0].with_changes(annotation=_annotation(spmd_type))  # type: ignore[attr-defined]
-            statements[index] = line.with_changes(body=[ann])  # type: ignore[attr-defined]
+            assert isinstance(line, cst.SimpleStatementLine)  # _declared_name found an AnnAssign there
+            statements[index] = line.with_changes(
+                body=[line.body[0].with_changes(annotation=_annotation(spmd_type))]
+            )
         else:
             new.append(cst.parse_statement(f"{name}: {spmd_type.annotation()}"))
     at = 1 if statements and _is_docstring(statements[0]) else 0

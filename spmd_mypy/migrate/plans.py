@@ -65,11 +65,12 @@ def plan_helper(name: str, helper: Helper, call: cst.Call) -> Plan:
             continue
         value = arg.value
         if role is Role.GROUP and not calls.is_none(value):
-            axis = group_axis(value)
-            if axis is None:
+            named = group_axis(value)
+            if named is None:
                 return Todo(f"which mesh axis is group={calls.source(value)}? {by_hand} with that "
                             f"axis (a flattened group is a tuple such as (tp, ep)) and "
                             f"group={calls.source(value)}")
+            axis = named
             extra.append(calls.keyword("group", value))
         elif role is Role.SPLIT_SIZES and not calls.is_none(value):
             extra.append(calls.keyword("split_sizes", value))

@@ -10,11 +10,12 @@ tree, attaches TODO comments to the enclosing statement and asks for imports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import PositionProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import PositionProvider, QualifiedName, QualifiedNameProvider, ScopeProvider
 from libcst.metadata.scope_provider import ImportAssignment
 
 from spmd_mypy.migrate import plans
@@ -112,8 +113,9 @@ class MigrateCommand(VisitorBasedCodemodCommand):
         if isinstance(node.value, cst.Call):
             self._statement_calls.add(node.value)
 
-    def _names(self, node: cst.CSTNode) -> set:
-        return self.get_metadata(QualifiedNameProvider, node, set())
+    def _names(self, node: cst.CSTNode) -> set[QualifiedName]:
+        names = self.get_metadata(QualifiedNameProvider, node, set())  # type: ignore[arg-type]
+        return cast("set[QualifiedName]", names)
 
     def _qualified(self, func: cst.BaseExpression) -> list[tuple[str, bool]]:
         """The names ``func`` may refer to, absolute, each with whether it came from a relative import."""

@@ -70,12 +70,24 @@ def _leading(x: torch.Tensor, comm: Comm) -> None:
         )
 
 
+def _shard_dim(layout: AxisType, x: torch.Tensor, comm: Comm) -> int:
+    """The non-negative tensor dim of ``S(i)``, checked against ``x``'s rank."""
+    assert layout.shard is not None
+    if not -x.dim() <= layout.shard < x.dim():
+        raise ValueError(
+            f"{layout}@{comm.axis} names dim {layout.shard}, but the tensor has shape "
+            f"{tuple(x.shape)} ({x.dim()} dims); a shard dim must be in "
+            f"[{-x.dim()}, {x.dim() - 1}]"
+        )
+    return layout.shard % x.dim()
+
+
 def _split(whole: torch.Tensor, comm: Comm, layout: AxisType) -> list[torch.Tensor]:
     """The per-rank parts of ``whole`` under ``layout`` (V or S(i))."""
     if layout.shard is None:
         _leading(whole, comm)
         return list(whole.unbind(0))
-    dim = layout.shard
+    dim = _shard_dim(layout, whole, comm)
     return list(whole.split(_part_sizes(comm, whole.size(dim), dim), dim))
 
 
@@ -162,7 +174,7 @@ def _zero_pad(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torc
         if src.shard is None:
             parts = [t if j == index else torch.zeros_like(t) for j in range(comm.size)]
             return torch.stack(parts)
-        dim = src.shard % t.dim()
+        dim = _shard_dim(src, t, comm)
         sizes = comm.split_sizes or (t.size(dim),) * comm.size
         _checked_part(t, comm, index, dim)
         return torch.cat([t if j == index else _zeros_part(t, dim, s) for j, s in enumerate(sizes)], dim)
@@ -185,7 +197,7 @@ def _all_gather(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> to
     """all_gather(V|S(i), R|I): every rank gets the parts stacked (V) or concatenated (S(i))."""
     if src.shard is None:
         return _gather_stacked(x, comm)
-    dim = src.shard % x.dim()
+    dim = _shard_dim(src, x, comm)
     if comm.split_sizes is None:
         # Equal parts: concatenated by the collective itself, no extra copy.
         return funcol.wait_tensor(funcol.all_gather_single(x.contiguous(), dim, comm.group))
@@ -197,7 +209,7 @@ def _all_gather(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> to
 def _padded_part(x: torch.Tensor, comm: Comm, layout: AxisType) -> torch.Tensor:
     """This rank's uneven part, zero-padded to the longest so ranks can gather it."""
     assert comm.split_sizes is not None and layout.shard is not None
-    dim = layout.shard % x.dim()
+    dim = _shard_dim(layout, x, comm)
     longest = max(comm.split_sizes)
     return per_rank(x, comm.group, lambda k, t: _pad_to(_checked_part(t, comm, k, dim), dim, longest))
 
@@ -207,7 +219,7 @@ def _reduce_scatter(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -
     if dst.shard is None:
         _check_whole(x, comm, dst)
         return _reduce_scatter_stacked(x, comm)
-    dim = dst.shard % x.dim()
+    dim = _shard_dim(dst, x, comm)
     if comm.split_sizes is None:
         _check_whole(x, comm, dst)
         return funcol.wait_tensor(funcol.reduce_scatter_single(x.contiguous(), "sum", dim, comm.group))
@@ -220,7 +232,7 @@ def _reduce_scatter(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -
 
 def _all_to_all(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
     """all_to_all(V,V): swap the mesh axis with dim 0; all_to_all(S(i),S(j)): cat on i, split on j."""
-    if _on_dim0(src, x) and _on_dim0(dst, x):
+    if _on_dim0(src, x, comm) and _on_dim0(dst, x, comm):
         # V/V and S(0)/S(0): dim 0 already holds one chunk per rank, in order.
         _check_whole(x, comm, dst)
         return _exchange_stacked(x, comm)
@@ -228,8 +240,8 @@ def _all_to_all(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> to
     return _join(list(received.unbind(0)), src)
 
 
-def _on_dim0(layout: AxisType, x: torch.Tensor) -> bool:
-    return layout.shard is None or layout.shard % x.dim() == 0
+def _on_dim0(layout: AxisType, x: torch.Tensor, comm: Comm) -> bool:
+    return layout.shard is None or _shard_dim(layout, x, comm) == 0
 
 
 _R, _I, _V, _P = Kind.R, Kind.I, Kind.V, Kind.P

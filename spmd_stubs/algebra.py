@@ -667,9 +667,17 @@ def _why_not(op: str, src: AxisType, dst: AxisType) -> str:
 def check_source(op: str, declared: AxisType, actual: AxisType, axis: str) -> None:
     """The input's actual type must be the declared ``src`` (V and S(i) agree).
 
-    Raises ``spmd-collective`` naming the operation that fits the actual type.
+    A varying input is also accepted where ``all_reduce``/``reduce_scatter``
+    declare ``src=P``: the implicit ``reinterpret(V,P)`` is a valid,
+    ungated transition whose forward and backward are the identity, so the
+    call computes exactly what ``src=V`` would (DESIGN section 2).  This is
+    the row-parallel pattern: a local matmul gives V, the reduction reads it
+    as P.  Raises ``spmd-collective`` naming the operation that fits the
+    actual type.
     """
     if actual.local == declared.local:
+        return
+    if op in IMPLICIT_PARTIAL and declared.kind is P and actual.kind is V:
         return
     raise SpmdTypeError(
         Code.COLLECTIVE,

@@ -373,6 +373,12 @@ def test_nary_additive_all_partial() -> None:
 def test_check_source() -> None:
     check_source("all_gather", Shard(0), Varying, "tp")  # V and S(i) agree locally
     check_source("all_reduce", Partial, Partial, "tp")
+    check_source("all_reduce", Partial, Varying, "tp")  # implicit reinterpret(V,P)
+    check_source("reduce_scatter", Partial, Shard(1), "tp")
+    with pytest.raises(SpmdTypeError):
+        check_source("all_gather", Partial, Varying, "tp")
+    with pytest.raises(SpmdTypeError):
+        check_source("all_reduce", Varying, Partial, "tp")
     with pytest.raises(SpmdTypeError) as err:
         check_source("all_reduce", Partial, Replicate, "tp")
     assert err.value.code is Code.COLLECTIVE

@@ -153,7 +153,7 @@ class SpmdPlugin(Plugin):
             if name == "backward":
                 return guarded(backward.backward_method)
             return guarded(calls.method_hook(name, self.config))
-        if fullname.endswith(".__call__") and not fullname.startswith(_NO_POLYMORPHISM):
+        if fullname.endswith(".__call__") and not fullname.startswith(("builtins.", "typing.")):
             return guarded(polymorphism.module_call)
         return None
 

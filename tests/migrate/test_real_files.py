@@ -117,9 +117,6 @@ def test_the_migrated_copies_import(migrated):
 # What the plugin reports on the migrated, otherwise unannotated layers
 # (docs/third_party.md explains both): (file, line text, error code).
 UNANNOTATED_FINDINGS = sorted([
-    # The local matmul result is V@tp; all_reduce(src=P) wants the pending sum declared.
-    ("fairscale/nn/model_parallel/layers.py",
-     "output_ = spmd.all_reduce(output_parallel, tp, src=P, dst=I)", "spmd-collective"),
     # linear(R, unannotated weight) is judged on R alone, so the column output looks R.
     ("fairscale/nn/model_parallel/layers.py",
      "output = spmd.all_gather(output_parallel, tp, src=S(-1), dst=I)", "spmd-collective"),

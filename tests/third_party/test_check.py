@@ -27,12 +27,6 @@ MODULES = [
 
 # (module, function, error code, the call or operand the error is "In").
 EXPECTED = Counter([
-    # Row-parallel outputs are local matmul results, V@tp in local SPMD; the
-    # table's all_reduce/reduce_scatter(src=P) wants the pending sum declared.
-    ("fairscale.nn.model_parallel.layers", "VocabParallelEmbedding.forward", "spmd-collective", "spmd.all_reduce"),
-    ("fairscale.nn.model_parallel.layers", "RowParallelLinear.forward", "spmd-collective", "spmd.all_reduce"),
-    ("megatron.core.tensor_parallel.layers", "VocabParallelEmbedding.forward", "spmd-collective", "spmd.reduce_scatter"),
-    ("megatron.core.tensor_parallel.layers", "VocabParallelEmbedding.forward", "spmd-collective", "spmd.all_reduce"),
     # Types chosen by a constructor flag (input_is_parallel, sequence_parallel):
     # every branch is checked against every member of the declared union.
     ("fairscale.nn.model_parallel.layers", "RowParallelLinear.forward", "spmd-collective", "spmd.convert"),

@@ -61,8 +61,13 @@ class Expectation:
 
 def expectations(path: Path) -> list[Expectation]:
     """The ``# E:`` / ``# N:`` comments of a case file."""
+    return expectations_in(path.read_text())
+
+
+def expectations_in(source: str) -> list[Expectation]:
+    """The ``# E:`` / ``# N:`` comments of some case-file text, by line number."""
     found = []
-    for number, text in enumerate(path.read_text().splitlines(), start=1):
+    for number, text in enumerate(source.splitlines(), start=1):
         for match in _EXPECTATION.finditer(text):
             body = match.group("body")
             if match.group("kind") == "E":

@@ -15,7 +15,8 @@ def implicit_source(x: Tensor[P@tp], v: Tensor[V@tp]) -> None:
     reveal_type(all_reduce(x, tp, dst=I))  # N: Tensor[I@tp]
     reveal_type(spmd.reduce_scatter(x, tp, dst=S(0)))  # N: Tensor[S(0)@tp]
     reveal_type(all_reduce(v, tp, src=V, dst=R))  # N: Tensor[R@tp]
-    all_reduce(v, tp, dst=R)  # E: spmd-collective pass src=V
+    reveal_type(all_reduce(v, tp, dst=R))  # N: Tensor[R@tp]
+    all_reduce(x, tp, src=V, dst=R)  # E: spmd-collective is told src=V, but the input is P@tp
 
 
 def refines_unknown(t: torch.Tensor) -> None:

@@ -38,6 +38,7 @@ def untyped_input(t: torch.Tensor) -> None:
 
 def wrong_inputs(r: Tensor[R@tp], p: Tensor[P@tp], v: Tensor[V@tp]) -> None:
     copy_to_tensor_model_parallel_region(r)  # E: spmd-collective convert is told src=I, but the input is R@tp
-    reduce_from_tensor_model_parallel_region(v)  # E: spmd-collective all_reduce is told src=P, but the input is V@tp
+    reveal_type(reduce_from_tensor_model_parallel_region(v))  # N: Tensor[I@tp]
+    reduce_from_tensor_model_parallel_region(r)  # E: spmd-collective all_reduce is told src=P, but the input is R@tp
     gather_from_sequence_parallel_region(p)  # E: spmd-collective all_gather is told src=S(0), but the input is P@tp
     reduce_scatter_to_sequence_parallel_region(r)  # E: spmd-collective

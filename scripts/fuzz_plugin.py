@@ -23,8 +23,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from fuzz_sources import modules  # noqa: E402
-from test_fuzz_plugin import UNTYPED_CODE_BASES, fuzz_round  # noqa: E402
-from mypy_batch import run_mypy, write_config  # noqa: E402
+from test_fuzz_plugin import UNTYPED_CODE_BASES, check_untyped_code, fuzz_round  # noqa: E402
 
 
 def draw_rounds(rounds: int, size: int, seed_value: int) -> list[list[str]]:
@@ -59,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         if run.crashed:
             print(run.output[-6000:])
     for package in UNTYPED_CODE_BASES:
-        run = run_mypy(sorted(package.glob("*.py")), write_config(work, "ignore_missing_imports = True\nfollow_imports = silent\n"), work / "cache")
+        run = check_untyped_code(package, work)
         crashes += run.crashed
         print(f"{package}: exit {run.returncode}, {sum(len(e.errors) for e in run.files.values())} errors, {'CRASH' if run.crashed else 'ok'}")
     print(f"\n{args.rounds * args.modules} fuzz modules in {time.perf_counter() - start:.0f} s, mypy crashes: {crashes}")

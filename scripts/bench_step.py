@@ -1,0 +1,324 @@
+"""A training step of the typed GPT example against the same model with raw Megatron-style comms.
+
+    .venv/bin/python scripts/bench_step.py [--blocks 6] [--steps-per-block 5]
+
+Four local gloo ranks (2 dp x 2 tp) build ``examples/gpt/tp_gpt.py``'s model
+once.  The "raw" variant runs the very same model with the module-level name
+``spmd`` of ``tp_gpt`` pointed at :class:`MegatronComm`: every typed
+collective or cast the model calls is served by a hand-written
+``torch.autograd.Function`` calling ``torch.distributed`` directly, as
+Megatron-LM's ``tensor_parallel/mappings.py`` does (casts with no
+communication, ``reinterpret``, become the identity).  A step is forward,
+backward and the dp gradient all-reduce; weights are not updated, so every
+step does the same work.
+
+The two variants are first checked to give the same loss and gradients, then
+timed in alternating blocks (the order flips every block, a barrier before
+each step); a step's time is the slowest rank's, the table the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gpt"))
+
+import spmd_stubs as spmd  # noqa: E402
+from spmd_stubs import I, P, R, S, V  # noqa: E402
+from spmd_stubs.axes import dp, tp  # noqa: E402
+
+import tp_gpt  # noqa: E402
+from gloo_launch import spawn  # noqa: E402
+
+MESH = (2, 2)  # (dp, tp)
+WARMUP = 5
+CONFIG = tp_gpt.Config(vocab=512, hidden=128, heads=8, ffn=512, layers=2, seq=64, batch=8)
+Group = Optional[dist.ProcessGroup]
+
+
+# --------------------------------------------------------------------------
+# Megatron-style mappings: torch.distributed calls, hand-written backwards
+# --------------------------------------------------------------------------
+
+
+def _reduce(x: torch.Tensor, group: Group) -> torch.Tensor:
+    """All-reduce in place (Megatron's ``_reduce``)."""
+    dist.all_reduce(x, group=group)
+    return x
+
+
+def _gather_along_first_dim(x: torch.Tensor, group: Group) -> torch.Tensor:
+    """Concatenate every rank's ``x`` on dim 0."""
+    out = x.new_empty((x.shape[0] * dist.get_world_size(group), *x.shape[1:]))
+    dist.all_gather_single(out, x.contiguous(), group=group)
+    return out
+
+
+def _reduce_scatter_along_first_dim(x: torch.Tensor, group: Group) -> torch.Tensor:
+    """Sum over the ranks, rank k keeping part k of dim 0."""
+    out = x.new_empty((x.shape[0] // dist.get_world_size(group), *x.shape[1:]))
+    dist.reduce_scatter_single(out, x.contiguous(), group=group)
+    return out
+
+
+class _CopyToModelParallelRegion(torch.autograd.Function):
+    """Identity forward, all-reduce backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Group) -> torch.Tensor:
+        ctx.group = group
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _reduce(grad, ctx.group), None
+
+
+class _ReduceFromModelParallelRegion(torch.autograd.Function):
+    """All-reduce forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Group) -> torch.Tensor:
+        return _reduce(x, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
+
+
+class _GatherFromSequenceParallelRegion(torch.autograd.Function):
+    """All-gather (dim 0) forward, reduce-scatter backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Group) -> torch.Tensor:
+        ctx.group = group
+        return _gather_along_first_dim(x, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _reduce_scatter_along_first_dim(grad, ctx.group), None
+
+
+class _ReduceScatterToSequenceParallelRegion(torch.autograd.Function):
+    """Reduce-scatter (dim 0) forward, all-gather backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Group) -> torch.Tensor:
+        ctx.group = group
+        return _reduce_scatter_along_first_dim(x, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _gather_along_first_dim(grad, ctx.group), None
+
+
+def _gather_stacked(x: torch.Tensor, group: Group) -> torch.Tensor:
+    """Every rank's ``x`` stacked on a new dim 0 (used on a detached value: no backward)."""
+    return _gather_along_first_dim(x.unsqueeze(0), group)
+
+
+def _identity(x: torch.Tensor, group: Group) -> torch.Tensor:
+    """A cast that moves no data: raw code writes nothing there."""
+    return x
+
+
+Raw = Callable[[torch.Tensor, Group], torch.Tensor]
+
+# (operation, src, dst) as the model calls it -> the raw function serving it.
+RAW: dict[tuple[str, Any, Any], Raw] = {
+    ("convert", I, R): _CopyToModelParallelRegion.apply,
+    ("all_reduce", P, I): _ReduceFromModelParallelRegion.apply,
+    ("all_reduce", P, R): _reduce,  # the dp gradient sync, under no_grad: in place, as DDP
+    ("all_gather", S(0), R): _GatherFromSequenceParallelRegion.apply,
+    ("reduce_scatter", P, S(0)): _ReduceScatterToSequenceParallelRegion.apply,
+    ("all_gather", V, R): _gather_stacked,
+    ("reinterpret", V, P): _identity,
+}
+
+
+class MegatronComm:
+    """Stands in for the ``spmd`` module inside ``tp_gpt``: same calls, raw implementations."""
+
+    def __init__(self) -> None:
+        self.groups = {dp: spmd.group_of(dp), tp: spmd.group_of(tp)}
+
+    def _call(self, op: str, x: torch.Tensor, axis: Any, src: Any, dst: Any) -> torch.Tensor:
+        """The raw function for this call (a KeyError names a call the table lacks)."""
+        return RAW[(op, src, dst)](x, self.groups[axis])
+
+    def all_reduce(self, x: torch.Tensor, axis: Any, *, src: Any, dst: Any) -> torch.Tensor:
+        return self._call("all_reduce", x, axis, src, dst)
+
+    def all_gather(self, x: torch.Tensor, axis: Any, *, src: Any, dst: Any) -> torch.Tensor:
+        return self._call("all_gather", x, axis, src, dst)
+
+    def reduce_scatter(self, x: torch.Tensor, axis: Any, *, src: Any, dst: Any) -> torch.Tensor:
+        return self._call("reduce_scatter", x, axis, src, dst)
+
+    def convert(self, x: torch.Tensor, axis: Any, *, src: Any, dst: Any) -> torch.Tensor:
+        return self._call("convert", x, axis, src, dst)
+
+    def reinterpret(self, x: torch.Tensor, axis: Any, *, src: Any, dst: Any) -> torch.Tensor:
+        return self._call("reinterpret", x, axis, src, dst)
+
+
+@contextlib.contextmanager
+def model_comms(comms: Any) -> Iterator[None]:
+    """Run ``tp_gpt`` with ``comms`` as its ``spmd`` module."""
+    saved = tp_gpt.spmd
+    tp_gpt.spmd = comms
+    try:
+        yield
+    finally:
+        tp_gpt.spmd = saved
+
+
+# --------------------------------------------------------------------------
+# One rank: build, check, time
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Setup:
+    """This rank's model and micro-batch."""
+
+    model: tp_gpt.GPT
+    tokens: torch.Tensor
+    targets: torch.Tensor
+
+
+def build(cfg: tp_gpt.Config, dp_rank: int, tp_rank: int) -> Setup:
+    """The model in float32 and this dp rank's micro-batch (every tp rank sees all of it)."""
+    dp_size, tp_size = MESH
+    model = tp_gpt.GPT(cfg, tp_gpt.init_full_params(cfg), tp_rank, tp_size).float()
+    gen = torch.Generator().manual_seed(1000)
+    tokens = torch.randint(cfg.vocab, (cfg.seq, cfg.batch), generator=gen)
+    targets = torch.randint(cfg.vocab, (cfg.seq, cfg.batch), generator=gen)
+    return Setup(model, tokens.chunk(dp_size, 1)[dp_rank], targets.chunk(dp_size, 1)[dp_rank])
+
+
+def step(setup: Setup) -> torch.Tensor:
+    """Forward, backward, dp gradient sync; the loss."""
+    for param in setup.model.parameters():
+        param.grad = None
+    loss = tp_gpt.gpt_loss(setup.model, setup.tokens, setup.targets, MESH[0])
+    loss.backward()
+    tp_gpt.sync_data_parallel_grads(setup.model)
+    return loss.detach()
+
+
+def _loss_and_grads(setup: Setup, comms: Any) -> list[torch.Tensor]:
+    with model_comms(comms):
+        loss = step(setup)
+    return [loss] + [p.grad.clone() for p in setup.model.parameters() if p.grad is not None]
+
+
+def max_difference(setup: Setup, raw: MegatronComm) -> float:
+    """Largest difference between the typed and raw step's loss and gradients, this rank."""
+    typed_out, raw_out = _loss_and_grads(setup, spmd), _loss_and_grads(setup, raw)
+    assert len(typed_out) == len(raw_out)
+    return max((a - b).abs().max().item() for a, b in zip(typed_out, raw_out))
+
+
+def timed_steps(setup: Setup, comms: Any, count: int) -> list[float]:
+    """Seconds per step, ``count`` steps, a barrier before each."""
+    times = []
+    with model_comms(comms):
+        for _ in range(count):
+            dist.barrier()
+            start = time.perf_counter()
+            step(setup)
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def bench_config(cfg: tp_gpt.Config, ranks: tuple[int, int], blocks: int, per_block: int) -> dict[str, Any]:
+    """Check, warm up, then time typed and raw in alternating blocks; ``ranks`` is (dp, tp)."""
+    setup, raw = build(cfg, *ranks), MegatronComm()
+    variants = {"typed": spmd, "raw": raw}
+    difference = max_difference(setup, raw)
+    for comms in variants.values():
+        timed_steps(setup, comms, WARMUP)
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for block in range(blocks):
+        order = list(variants) if block % 2 == 0 else list(reversed(variants))
+        for name in order:
+            times[name] += timed_steps(setup, variants[name], per_block)
+    return {"sp": cfg.sequence_parallel, "difference": difference, "times": times}
+
+
+def rank_main(blocks: int, per_block: int) -> list[dict[str, Any]]:
+    """Both SP modes on this rank, in one world."""
+    mesh = init_device_mesh("cpu", MESH, mesh_dim_names=("dp", "tp"))
+    spmd.bind_mesh(mesh)
+    ranks = mesh.get_local_rank("dp"), mesh.get_local_rank("tp")
+    try:
+        return [
+            bench_config(dataclasses.replace(CONFIG, sequence_parallel=sp), ranks, blocks, per_block)
+            for sp in (False, True)
+        ]
+    finally:
+        spmd.unbind()
+
+
+# --------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------
+
+
+def slowest_rank(per_rank: list[list[float]]) -> list[float]:
+    """Per step, the time of the slowest rank."""
+    return [max(step_times) for step_times in zip(*per_rank)]
+
+
+def table(per_rank: list[list[dict[str, Any]]]) -> list[str]:
+    """Markdown rows: config, typed and raw median ms/step, typed/raw, max difference."""
+    rows = [
+        "| config | typed ms/step | raw ms/step | typed/raw | max loss/grad difference |",
+        "|---|---|---|---|---|",
+    ]
+    for index, result in enumerate(per_rank[0]):
+        median = {
+            name: 1e3 * statistics.median(slowest_rank([rank[index]["times"][name] for rank in per_rank]))
+            for name in ("typed", "raw")
+        }
+        difference = max(rank[index]["difference"] for rank in per_rank)
+        sp = "on" if result["sp"] else "off"
+        rows.append(
+            f"| 2 dp x 2 tp, SP {sp} | {median['typed']:.1f} | {median['raw']:.1f} | "
+            f"{median['typed'] / median['raw']:.3f} | {difference:.1e} |"
+        )
+    return rows
+
+
+def load() -> str:
+    """The machine's load average, for the report."""
+    return "load average %.2f %.2f %.2f" % os.getloadavg()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=6, help="alternating blocks per variant")
+    parser.add_argument("--steps-per-block", type=int, default=5)
+    args = parser.parse_args(argv)
+    print(f"{CONFIG}, float32, {os.cpu_count()} cores; before: {load()}", flush=True)
+    per_rank = spawn(rank_main, args.blocks, args.steps_per_block, world_size=MESH[0] * MESH[1], timeout=1800)
+    print(f"after: {load()}; {args.blocks * args.steps_per_block} timed steps per variant, {WARMUP} warmup")
+    print("\n".join(table(per_rank)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -15,9 +15,9 @@ from typing import Callable, Optional
 
 import torch
 import torch.distributed as dist
-import torch.distributed._functional_collectives as funcol
 
 from spmd_stubs import algebra
+from spmd_stubs._comm import all_gather_on, all_reduce_sum, all_to_all_rows, reduce_scatter_on
 from spmd_stubs._ranks import per_rank
 from spmd_stubs.algebra import AxisType, Kind
 
@@ -124,25 +124,23 @@ def _checked_part(t: torch.Tensor, comm: Comm, index: int, dim: int) -> torch.Te
 
 
 # --------------------------------------------------------------------------
-# Communication primitives (functional collectives: they trace under
-# torch.compile and run in LocalTensorMode's simulated world)
+# Communication on a stacked dim 0 (the primitives are in spmd_stubs._comm)
 # --------------------------------------------------------------------------
 
 
 def _gather_stacked(x: torch.Tensor, comm: Comm) -> torch.Tensor:
     """Every rank's ``x`` stacked on a new dim 0, in group rank order."""
-    return funcol.wait_tensor(funcol.all_gather_single(x.unsqueeze(0).contiguous(), 0, comm.group))
+    return all_gather_on(x.unsqueeze(0), 0, comm.group, comm.size)
 
 
 def _reduce_scatter_stacked(x: torch.Tensor, comm: Comm) -> torch.Tensor:
     """Entry ``k`` of dim 0 of the rank sum, on rank ``k`` (dim 0 has size ``comm.size``)."""
-    mine = funcol.reduce_scatter_single(x.contiguous(), "sum", 0, comm.group)
-    return funcol.wait_tensor(mine).squeeze(0)
+    return reduce_scatter_on(x, 0, comm.group, comm.size).squeeze(0)
 
 
 def _exchange_stacked(x: torch.Tensor, comm: Comm) -> torch.Tensor:
     """Entry ``j`` of dim 0 goes to rank ``j``; the result's entry ``j`` came from rank ``j``."""
-    return funcol.wait_tensor(funcol.all_to_all_single(x.contiguous(), None, None, comm.group))
+    return all_to_all_rows(x, comm.group)
 
 
 # --------------------------------------------------------------------------
@@ -190,7 +188,7 @@ def _zeros_part(t: torch.Tensor, dim: int, length: int) -> torch.Tensor:
 
 def _all_reduce(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
     """all_reduce(P, R|I): every rank gets the sum."""
-    return funcol.wait_tensor(funcol.all_reduce(x.contiguous(), "sum", comm.group))
+    return all_reduce_sum(x, comm.group)
 
 
 def _all_gather(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
@@ -200,7 +198,7 @@ def _all_gather(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> to
     dim = _shard_dim(src, x, comm)
     if comm.split_sizes is None:
         # Equal parts: concatenated by the collective itself, no extra copy.
-        return funcol.wait_tensor(funcol.all_gather_single(x.contiguous(), dim, comm.group))
+        return all_gather_on(x, dim, comm.group, comm.size)
     gathered = _gather_stacked(_padded_part(x, comm, src), comm)
     parts = [part.narrow(dim, 0, size) for part, size in zip(gathered.unbind(0), comm.split_sizes)]
     return torch.cat(parts, dim)
@@ -222,7 +220,7 @@ def _reduce_scatter(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -
     dim = _shard_dim(dst, x, comm)
     if comm.split_sizes is None:
         _check_whole(x, comm, dst)
-        return funcol.wait_tensor(funcol.reduce_scatter_single(x.contiguous(), "sum", dim, comm.group))
+        return reduce_scatter_on(x, dim, comm.group, comm.size)
     longest = max(comm.split_sizes)
     parts = _split(x, comm, dst)
     mine = _reduce_scatter_stacked(torch.stack([_pad_to(p, dim, longest) for p in parts]), comm)

@@ -3,39 +3,19 @@
 A cold mypy run over code that imports torch takes most of a minute on a
 small machine, so the bug gallery and the GPT example are checked together,
 once per session, with the plugin enabled and a cache shared between runs.
+The shared names live in ``spmd_examples`` (a unique module name: spawned
+gloo workers import the test modules, and ``conftest`` is ambiguous there).
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections import defaultdict
-from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
-BUGS = EXAMPLES / "bugs"
-GPT = EXAMPLES / "gpt"
-MYPY_CONFIG = "[mypy]\nplugins = spmd_mypy\n"
-_ERROR = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): error: (?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$")
-
-
-class Diagnostic(NamedTuple):
-    line: int
-    code: str
-    message: str
-
-
-class MypyRun(NamedTuple):
-    """mypy's errors per file (paths relative to the repo root) and its raw output."""
-
-    errors: dict[str, list[Diagnostic]]
-    output: str
-    returncode: int
+from spmd_examples import ERROR_LINE, BUGS, GPT, MYPY_CONFIG, ROOT, Diagnostic, MypyRun
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +32,7 @@ def example_mypy_run(tmp_path_factory: pytest.TempPathFactory) -> MypyRun:
         pytest.fail(f"mypy with the spmd_mypy plugin did not complete:\n{run.stdout}{run.stderr}")
     errors: dict[str, list[Diagnostic]] = defaultdict(list)
     for line in run.stdout.splitlines():
-        match = _ERROR.match(line)
+        match = ERROR_LINE.match(line)
         if match:
             errors[match["path"]].append(Diagnostic(int(match["line"]), match["code"] or "", match["message"]))
     return MypyRun(dict(errors), run.stdout + run.stderr, run.returncode)

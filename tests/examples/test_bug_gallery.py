@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import BUGS, ROOT, MypyRun
+from spmd_examples import BUGS, ROOT, MypyRun
 
 _EXPECT = re.compile(r"#\s*E:\s*(?P<codes>spmd-[a-z-]+(?:\s*,\s*spmd-[a-z-]+)*)\s*$")
 BUG_NAMES = sorted(p.name[: -len("_bug.py")] for p in BUGS.glob("*_bug.py"))

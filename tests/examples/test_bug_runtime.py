@@ -17,7 +17,7 @@ from typing import Callable
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import BUGS, GPT
+from spmd_examples import BUGS, GPT
 from torch.distributed.device_mesh import init_device_mesh
 
 import spmd_stubs as spmd

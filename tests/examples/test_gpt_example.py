@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import GPT, ROOT, MypyRun
+from spmd_examples import GPT, ROOT, MypyRun
 
 sys.path.insert(0, str(GPT))
 import gloo_launch  # noqa: E402

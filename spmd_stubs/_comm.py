@@ -1,0 +1,66 @@
+"""The four communication primitives the kernels are made of.
+
+Each runs as an in-place ``torch.distributed`` (c10d) call on a fresh output
+buffer when it runs eagerly on a real process group, and as a functional
+collective otherwise: under ``torch.compile`` (functional collectives trace)
+and in the single-process simulated world (``LocalTensorMode`` emulates
+them).  Functional collectives are about twice as slow as c10d calls on gloo
+for mid-sized tensors (an extra copy and the async-tensor wrapper), which is
+why eager code takes the c10d path; both give the same values.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+from torch.distributed._local_tensor import LocalTensor, enabled_local_tensor_mode
+
+__all__ = ["all_reduce_sum", "all_gather_on", "reduce_scatter_on", "all_to_all_rows"]
+
+
+def _eager(x: torch.Tensor) -> bool:
+    return not (
+        torch.compiler.is_compiling()
+        or enabled_local_tensor_mode() is not None
+        or isinstance(x, LocalTensor)
+    )
+
+
+def all_reduce_sum(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+    """The sum over the group, on every rank."""
+    if not _eager(x):
+        return funcol.wait_tensor(funcol.all_reduce(x.contiguous(), "sum", group))
+    out = x.clone(memory_format=torch.contiguous_format)
+    dist.all_reduce(out, group=group)
+    return out
+
+
+def all_gather_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int) -> torch.Tensor:
+    """Every rank's ``x`` concatenated on ``dim``, in group rank order."""
+    if not _eager(x):
+        return funcol.wait_tensor(funcol.all_gather_single(x.contiguous(), dim, group))
+    x = x.contiguous()
+    out = x.new_empty((size * x.size(0), *x.shape[1:]))
+    dist.all_gather_single(out, x, group=group)
+    return out if dim == 0 else torch.cat(out.chunk(size), dim)
+
+
+def reduce_scatter_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int) -> torch.Tensor:
+    """Chunk ``k`` (on ``dim``) of the sum over the group, on rank ``k``."""
+    if not _eager(x):
+        return funcol.wait_tensor(funcol.reduce_scatter_single(x.contiguous(), "sum", dim, group))
+    rows = x.contiguous() if dim == 0 else torch.cat(x.chunk(size, dim))
+    out = rows.new_empty((rows.size(0) // size, *rows.shape[1:]))
+    dist.reduce_scatter_single(out, rows, group=group)
+    return out
+
+
+def all_to_all_rows(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+    """Chunk ``j`` of dim 0 goes to rank ``j``; chunk ``j`` of the result came from rank ``j``."""
+    if not _eager(x):
+        return funcol.wait_tensor(funcol.all_to_all_single(x.contiguous(), None, None, group))
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    dist.all_to_all_single(out, x, group=group)
+    return out

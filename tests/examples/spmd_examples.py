@@ -1,0 +1,28 @@
+"""Paths and mypy-output types shared by the example tests."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+BUGS = EXAMPLES / "bugs"
+GPT = EXAMPLES / "gpt"
+MYPY_CONFIG = "[mypy]\nplugins = spmd_mypy\n"
+ERROR_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): error: (?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$")
+
+
+class Diagnostic(NamedTuple):
+    line: int
+    code: str
+    message: str
+
+
+class MypyRun(NamedTuple):
+    """mypy's errors per file (paths relative to the repo root) and its raw output."""
+
+    errors: dict[str, list[Diagnostic]]
+    output: str
+    returncode: int

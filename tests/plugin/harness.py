@@ -121,7 +121,7 @@ def run_mypy(files: list[Path], config: Path, cache_dir: Path, cwd: Path) -> str
     command += ["--show-error-codes", "--no-error-summary", "--no-pretty", "--hide-error-context"]
     env = {**os.environ, "MYPY_FORCE_COLOR": "0"}
     done = subprocess.run(command + [str(f) for f in files], capture_output=True, text=True, cwd=cwd, env=env)
-    if done.returncode not in (0, 1) or "Traceback" in done.stderr + done.stdout:
+    if done.returncode not in (0, 1) or "Traceback" in done.stderr + done.stdout or "INTERNAL ERROR" in done.stdout:
         raise RuntimeError(f"mypy did not complete (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
     return done.stdout
 

@@ -1,0 +1,70 @@
+"""Unit tests of the plugin's pieces that need no mypy run: config loading and the crash guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from spmd_mypy import config, errorcodes
+from spmd_mypy.main import guarded
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("mypy.ini", "[mypy]\n[spmd_mypy]\nstrict = true\nallow_redefinition = false\n"),
+        ("setup.cfg", "[metadata]\nname = x\n[spmd_mypy]\nstrict = yes\nallow_redefinition = off\n"),
+        ("pyproject.toml", "[tool.spmd_mypy]\nstrict = true\nallow_redefinition = false\n"),
+    ],
+)
+def test_config_sections(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert config.load(str(path)) == config.Config(strict=True, allow_redefinition=False)
+
+
+def test_config_defaults(tmp_path: Path) -> None:
+    (tmp_path / "mypy.ini").write_text("[mypy]\n")
+    assert config.load(str(tmp_path / "mypy.ini")) == config.Config(strict=False, allow_redefinition=True)
+    assert config.load(None) == config.Config()
+
+
+def test_config_rejects_non_booleans(tmp_path: Path) -> None:
+    (tmp_path / "mypy.ini").write_text("[spmd_mypy]\nstrict = sometimes\n")
+    with pytest.raises(ValueError, match="strict must be true or false"):
+        config.load(str(tmp_path / "mypy.ini"))
+
+
+class _Api:
+    def __init__(self) -> None:
+        self.failures: list[tuple[str, object, object]] = []
+
+    def fail(self, message: str, context: object, code: object = None) -> None:
+        self.failures.append((message, context, code))
+
+
+def test_guard_turns_an_exception_into_spmd_internal() -> None:
+    def broken(ctx: object) -> object:
+        raise KeyError("boom")
+
+    api, context, default = _Api(), object(), object()
+    ctx = SimpleNamespace(api=api, context=context, default_return_type=default)
+    assert guarded(broken)(ctx) is default
+    [(message, where, code)] = api.failures
+    assert where is context and code is errorcodes.INTERNAL
+    assert "KeyError" in message and "boom" in message
+
+
+def test_guard_is_transparent_when_the_hook_works() -> None:
+    api = _Api()
+    ctx = SimpleNamespace(api=api, context=object(), default_return_type=None)
+    assert guarded(lambda c: "result")(ctx) == "result"
+    assert api.failures == []
+
+
+def test_every_code_is_an_spmd_sub_code() -> None:
+    codes = [*errorcodes.BY_RULE.values(), errorcodes.UNMODELLED, errorcodes.MISSING_AXIS, errorcodes.INTERNAL]
+    assert all(code.sub_code_of is errorcodes.SPMD for code in codes)
+    assert len({code.code for code in codes}) == len(codes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from mypy.nodes import Context
+from mypy.nodes import Context, Expression
 from mypy.plugin import AttributeContext, CheckerPluginInterface, FunctionContext, MethodContext
 from mypy.types import Type
 
@@ -32,11 +32,8 @@ def display_name(name: str) -> str:
     return name.strip("_") if name.startswith("__") else name
 
 
-def _actuals(arg_types: list[list[Type]], args: list[list[object]]) -> list[list[Actual]]:
-    return [
-        [Actual(expr if isinstance(expr, Context) else None, typ) for expr, typ in zip(exprs, types)]  # type: ignore[arg-type]
-        for exprs, types in zip(args, arg_types)
-    ]
+def _actuals(arg_types: list[list[Type]], args: list[list[Expression]]) -> list[list[Actual]]:
+    return [[Actual(expr, typ) for expr, typ in zip(exprs, types)] for exprs, types in zip(args, arg_types)]
 
 
 def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:

@@ -110,19 +110,19 @@ def axes_of(expr: Expression) -> tuple[str, ...] | None:
             return None
         return tuple(axis for part in parts for axis in part)  # type: ignore[union-attr]
     if isinstance(expr, RefExpr) and isinstance(expr.node, TypeInfo):
-        return (axis_name_of(expr.node, expr.name),)
+        return (axis_name_of(expr.node, expr.node.name),)
     return None
 
 
 def spmd_type_of(expr: Expression) -> AxisType | None:
     """``P`` / ``spmd.R`` / ``S(-1)`` as a value -> the type; None when not static."""
     if isinstance(expr, RefExpr) and isinstance(expr.node, TypeInfo):
-        return axis_type_of(expr.node, expr.name, None)
-    if isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr):
+        return axis_type_of(expr.node, expr.node.name, None)
+    if isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr) and isinstance(expr.callee.node, TypeInfo):
         dim: DimText = Missing() if not expr.args else "a non-int argument"
         if len(expr.args) == 1 and _int_value(expr.args[0]) is not None:
             dim = _int_value(expr.args[0])  # type: ignore[assignment]
-        return axis_type_of(expr.callee.node, expr.callee.name, dim)
+        return axis_type_of(expr.callee.node, expr.callee.node.name, dim)
     return None
 
 
@@ -149,7 +149,7 @@ def _flag(expr: Expression | None, default: bool) -> bool | None:
 
 def apply(request: Request, report_error: Callable[[SpmdTypeError], None]) -> list[TensorType | None]:
     """The result types of ``request`` over its input's union members."""
-    results = []
+    results: list[TensorType | None] = []
     for member in spmd_members(request.tensor) or [None]:
         mapping = dict(member.axes) if member is not None else {}
         for axis in request.axes:

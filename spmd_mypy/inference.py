@@ -75,12 +75,12 @@ def choices(actual: Actual) -> list[Choice]:
 def _member_choices(member: Type) -> list[Choice]:
     proper = get_proper_type(member)
     if tensor_instance(proper) is not None:
-        return list(spmd_members(proper))
+        return [*spmd_members(proper)]
     if isinstance(proper, NoneType):
         return [ABSENT]
     if isinstance(proper, TupleType):
         # x[i, j]: the tensors among the index items select.
-        tensors = [t for item in proper.items for t in spmd_members(item)]
+        tensors: list[Choice] = [t for item in proper.items for t in spmd_members(item)]
         return tensors or [SCALAR]
     # Python numbers, slices, Ellipsis, shapes: neutral scalars.
     return [SCALAR]

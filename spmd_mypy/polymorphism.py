@@ -20,13 +20,13 @@ from __future__ import annotations
 from mypy.nodes import Decorator, FuncDef
 from mypy.plugin import FunctionSigContext, MethodContext, MethodSigContext
 from mypy.typeops import bind_self
-from mypy.types import CallableType, FunctionLike, Instance, Type, TypeTranslator, get_proper_type
+from mypy.types import CallableType, FunctionLike, Instance, Type, get_proper_type
 
 from spmd_stubs import algebra
 from spmd_stubs.algebra import Apply, Arg, AxisType, Linearity, SpmdTypeError, TensorType
 from spmd_mypy import report
 from spmd_mypy.inference import type_of
-from spmd_mypy.representation import has_spmd, is_tensor, spmd_members, spmd_of, union_of, with_spmd
+from spmd_mypy.representation import TensorTranslator, has_spmd, spmd_members, spmd_of, union_of, with_spmd
 
 MODULE = "torch.nn.modules.module.Module"
 
@@ -84,16 +84,14 @@ def _pass_through(
     return passed
 
 
-class _AddAxes(TypeTranslator):
+class _AddAxes(TensorTranslator):
     """Adds the passed-through axes to every typed tensor that does not mention them."""
 
     def __init__(self, passed: dict[str, AxisType]) -> None:
         super().__init__()
         self.passed = passed
 
-    def visit_instance(self, t: Instance) -> Type:
-        if not is_tensor(t.type):
-            return super().visit_instance(t)
+    def tensor(self, t: Instance) -> Type:
         declared = spmd_of(t)
         if declared is None:
             return t

@@ -32,6 +32,7 @@ from mypy.types import (
     ProperType,
     Type,
     TypeOfAny,
+    TypeAliasType,
     TypeTranslator,
     TypeVarId,
     TypeVarType,
@@ -135,15 +136,28 @@ def has_spmd(typ: Type) -> bool:
     return any(t is not None for t in spmd_members(typ))
 
 
-class _Retype(TypeTranslator):
+class TensorTranslator(TypeTranslator):
+    """Rewrites every ``torch.Tensor`` inside a type (through aliases, tuples, unions)."""
+
+    def tensor(self, t: Instance) -> Type:
+        raise NotImplementedError
+
+    def visit_instance(self, t: Instance) -> Type:
+        if is_tensor(t.type):
+            return self.tensor(t)
+        return super().visit_instance(t)
+
+    def visit_type_alias_type(self, t: TypeAliasType) -> Type:
+        return get_proper_type(t).accept(self)
+
+
+class _Retype(TensorTranslator):
     def __init__(self, tensor_type: TensorType | None) -> None:
         super().__init__()
         self.tensor_type = tensor_type
 
-    def visit_instance(self, t: Instance) -> Type:
-        if is_tensor(t.type):
-            return with_spmd(t, self.tensor_type)
-        return super().visit_instance(t)
+    def tensor(self, t: Instance) -> Type:
+        return with_spmd(t, self.tensor_type)
 
 
 def retype(typ: Type, tensor_type: TensorType | None) -> Type:

@@ -20,7 +20,7 @@ from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
 from spmd_mypy.inference import Actual, OpCall, infer, result_type
 from spmd_mypy.ops import Rule, out_of_place, rule_for
-from spmd_mypy.representation import has_spmd, spmd_members
+from spmd_mypy.representation import contains_tensor, has_spmd, spmd_members
 
 _REFLECTED = {f"__r{n}__": n for n in "add sub mul matmul truediv floordiv mod pow and or xor".split()}
 
@@ -113,8 +113,8 @@ def _written(call: OpCall, results: list[TensorType | None], target: Type, defau
 def _unmodelled(
     api: CheckerPluginInterface, context: Context, name: str, operands: list[Type], default: Type, config: Config
 ) -> Type:
-    """An op the table does not model: unknown result, reported in strict mode."""
-    if config.strict and any(has_spmd(t) for t in operands):
+    """An op the table does not model: unknown result, reported in strict mode when it makes tensors."""
+    if config.strict and contains_tensor(default) and any(has_spmd(t) for t in operands):
         report.fail(
             api,
             context,

@@ -167,3 +167,21 @@ def retype(typ: Type, tensor_type: TensorType | None) -> Type:
 
 def union_of(types: Iterable[Type]) -> Type:
     return make_simplified_union(list(types))
+
+
+class _FindsTensor(TensorTranslator):
+    # mypy's compiled query visitors cannot be subclassed; a translator can.
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def tensor(self, t: Instance) -> Type:
+        self.found = True
+        return t
+
+
+def contains_tensor(typ: Type) -> bool:
+    """Whether a ``torch.Tensor`` occurs in ``typ`` (a result worth typing)."""
+    finder = _FindsTensor()
+    typ.accept(finder)
+    return finder.found

@@ -8,6 +8,7 @@ from spmd_stubs.axes import tp
 def wrong(x: Tensor[R@tp], t: torch.Tensor) -> None:
     y = x.logaddexp(x)  # E: spmd-unmodelled logaddexp is not modelled by the SPMD checker
     z = t.logaddexp(t)  # untyped operands: nothing to report
+    n = x.size(0) + x.numel() + x.dim()  # no tensor results: nothing to type
 
 
 def fixed(x: Tensor[R@tp]) -> None:

@@ -18,7 +18,7 @@ from spmd_stubs import algebra
 from spmd_stubs.algebra import SpmdTypeError, TensorType
 from spmd_mypy import report
 from spmd_mypy.inference import Actual, tensors_in
-from spmd_mypy.representation import members, retype, spmd_members, union_of
+from spmd_mypy.representation import members, result_type, spmd_members
 
 
 def _explicit(types: list[Type]) -> bool:
@@ -63,7 +63,7 @@ def grad_attribute(ctx: AttributeContext) -> Type:
     results = [_dual(member) for member in spmd_members(ctx.type)]
     if not any(r is not None for r in results):
         return ctx.default_attr_type
-    return union_of(retype(ctx.default_attr_type, r) for r in dict.fromkeys(results))
+    return result_type(ctx.default_attr_type, results)
 
 
 def _dual(tensor_type: TensorType | None) -> TensorType | None:

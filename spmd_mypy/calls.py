@@ -18,9 +18,9 @@ from spmd_stubs import algebra
 from spmd_stubs.algebra import SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
-from spmd_mypy.inference import Actual, OpCall, infer, result_type
+from spmd_mypy.inference import Actual, OpCall, infer
 from spmd_mypy.ops import Rule, out_of_place, rule_for
-from spmd_mypy.representation import contains_tensor, has_spmd, spmd_members
+from spmd_mypy.representation import contains_tensor, has_spmd, result_type, spmd_members
 
 _REFLECTED = {f"__r{n}__": n for n in "add sub mul matmul truediv floordiv mod pow and or xor".split()}
 

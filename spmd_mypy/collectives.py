@@ -22,7 +22,7 @@ from spmd_stubs import algebra
 from spmd_stubs.algebra import AxisType, Code, Invariant, Partial, Replicate, Shard, SpmdTypeError, TensorType, Varying
 from spmd_mypy import errorcodes, report
 from spmd_mypy.annotations import AnnotationError, DimText, Missing, axis_name_of, axis_type_of, tensor_type_of
-from spmd_mypy.representation import has_spmd, retype, spmd_members, union_of
+from spmd_mypy.representation import has_spmd, result_type, retype, spmd_members, updated_members
 
 COLLECTIVES_MODULE = "spmd_stubs.collectives."
 MEGATRON_MODULE = "spmd_stubs.megatron."
@@ -149,9 +149,8 @@ def _flag(expr: Expression | None, default: bool) -> bool | None:
 
 def apply(request: Request, report_error: Callable[[SpmdTypeError], None]) -> list[TensorType | None]:
     """The result types of ``request`` over its input's union members."""
-    results: list[TensorType | None] = []
-    for member in spmd_members(request.tensor) or [None]:
-        mapping = dict(member.axes) if member is not None else {}
+
+    def update(mapping: dict[str, AxisType]) -> None:
         for axis in request.axes:
             try:
                 algebra.transition(request.op, request.src, request.dst, axis, request.expert_mode)
@@ -160,15 +159,15 @@ def apply(request: Request, report_error: Callable[[SpmdTypeError], None]) -> li
             except SpmdTypeError as error:
                 report_error(error)
             mapping[axis] = request.dst
-        results.append(TensorType.of(mapping))
-    return results
+
+    return updated_members(request.tensor, update)
 
 
 def _typed(ctx: FunctionContext, request: Request | None) -> Type:
     if request is None:
         return ctx.default_return_type
     results = apply(request, lambda error: report.rule_error(ctx.api, ctx.context, error))
-    return union_of(retype(ctx.default_return_type, r) for r in dict.fromkeys(results))
+    return result_type(ctx.default_return_type, results)
 
 
 def _annotation_error(ctx: FunctionContext, error: AnnotationError) -> Type:
@@ -239,9 +238,8 @@ def assert_type_hook(ctx: FunctionContext) -> Type:
         asserted = tensor_type_of([_asserted_entry(e) for e in (ctx.args[1] if len(ctx.args) > 1 else [])])
     except AnnotationError as error:
         return _annotation_error(ctx, error)
-    results = []
-    for member in spmd_members(ctx.default_return_type) or [None]:
-        mapping = dict(member.axes) if member is not None else {}
+
+    def update(mapping: dict[str, AxisType]) -> None:
         for axis, axis_type in asserted.axes:
             try:
                 if axis in mapping:
@@ -249,8 +247,8 @@ def assert_type_hook(ctx: FunctionContext) -> Type:
             except SpmdTypeError as error:
                 report.rule_error(ctx.api, ctx.context, error)
             mapping[axis] = axis_type
-        results.append(TensorType.of(mapping))
-    return union_of(retype(ctx.default_return_type, r) for r in dict.fromkeys(results))
+
+    return result_type(ctx.default_return_type, updated_members(ctx.default_return_type, update))
 
 
 def _asserted_entry(expr: Expression) -> tuple[str, AxisType]:

@@ -22,7 +22,7 @@ from spmd_stubs.algebra import SCALAR, Apply, Arg, AxisType, Expr, Replicate, Sc
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
 from spmd_mypy.ops import CONSTANT_FACTORIES, FUNCTION_MODULES, Rule, Variadic
-from spmd_mypy.representation import members, retype, spmd_members, tensor_instance, union_of
+from spmd_mypy.representation import members, spmd_members, tensor_instance
 
 _MAX_COMBINATIONS = 64
 _NUMBERS = frozenset({"builtins.int", "builtins.float", "builtins.bool", "builtins.complex"})
@@ -187,9 +187,3 @@ def _report_missing_axes(expr: Expr, combination: Sequence[Choice], call: OpCall
                 f"x = assert_type(x, <type>@{axis}).",
                 errorcodes.MISSING_AXIS,
             )
-
-
-def result_type(default: Type, results: list[TensorType | None]) -> Type:
-    """The declared return type with the inferred SPMD types put into its tensors."""
-    unique = list(dict.fromkeys(results))
-    return union_of(retype(default, tensor_type) for tensor_type in unique)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from typing import Iterable
+from typing import Callable, Iterable
 
 from mypy.nodes import TypeInfo
 from mypy.plugin import ClassDefContext
@@ -40,7 +40,7 @@ from mypy.types import (
     get_proper_type,
 )
 
-from spmd_stubs.algebra import TensorType
+from spmd_stubs.algebra import AxisType, TensorType
 
 TENSOR = "torch._tensor.Tensor"
 NAMESPACE = "spmd_mypy"
@@ -167,6 +167,21 @@ def retype(typ: Type, tensor_type: TensorType | None) -> Type:
 
 def union_of(types: Iterable[Type]) -> Type:
     return make_simplified_union(list(types))
+
+
+def result_type(default: Type, results: Iterable[TensorType | None]) -> Type:
+    """The declared result type with the inferred SPMD types put into its tensors (a union for several)."""
+    return union_of(retype(default, tensor_type) for tensor_type in dict.fromkeys(results))
+
+
+def updated_members(typ: Type, update: Callable[[dict[str, AxisType]], None]) -> list[TensorType | None]:
+    """Each tensor member's axes (none for an unknown one) after ``update`` changed them in place."""
+    results: list[TensorType | None] = []
+    for member in spmd_members(typ) or [None]:
+        mapping = member.as_dict() if member is not None else {}
+        update(mapping)
+        results.append(TensorType.of(mapping))
+    return results
 
 
 class _FindsTensor(TensorTranslator):

@@ -65,6 +65,9 @@ __all__ = [
     "backward_of",
     "route",
     "check_source",
+    "check_inplace",
+    "check_loss",
+    "check_asserted",
     "parse_axis_type",
     "COLLECTIVES",
 ]

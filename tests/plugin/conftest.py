@@ -40,6 +40,11 @@ class MypyRuns:
             self.results[group] = self._run(group)
         return self.results[group].get(case.resolve(), [])
 
+    def outside_cases(self) -> dict[Path, list[Diagnostic]]:
+        """Diagnostics the default run reports in files that are not case files (spmd_stubs itself)."""
+        self.diagnostics(case_files()[0])
+        return {path: found for path, found in self.results[CASES].items() if CASES not in path.parents}
+
     def _run(self, group: Path) -> dict[Path, list[Diagnostic]]:
         files = [f for f in case_files(group) if group_of(f) == group]
         extra = group / EXTRA_CONFIG

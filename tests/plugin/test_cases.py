@@ -21,6 +21,12 @@ def test_case(case: Path, mypy_runs: MypyRuns) -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_spmd_stubs_checks_clean_under_the_plugin(mypy_runs: MypyRuns) -> None:
+    """The typed runtime (Megatron helpers, collectives) type-checks clean with the plugin on."""
+    outside = mypy_runs.outside_cases()
+    assert not outside, "\n".join(f"{path}: {d}" for path, found in outside.items() for d in found)
+
+
 def test_generated_transitions_are_current() -> None:
     assert generate_transitions.TARGET.read_text() == generate_transitions.render(), (
         "algebra.transitions() changed: run python -m tests.plugin.generate_transitions"

@@ -101,7 +101,7 @@ class _AddAxes(TensorTranslator):
 def module_call(ctx: MethodContext) -> Type:
     """``module(x)``: nn.Module.__call__ returns Any; check the call against ``forward`` instead."""
     receiver = get_proper_type(ctx.type)
-    if not isinstance(receiver, Instance) or not receiver.type.has_base(MODULE):
+    if not isinstance(receiver, Instance) or not _calls_module_call(receiver):
         return ctx.default_return_type
     forward = _forward_type(receiver)
     if forward is None:
@@ -114,6 +114,17 @@ def module_call(ctx: MethodContext) -> Type:
     callee = checker.transform_callee_type(name, forward, args, kinds, ctx.context, names, receiver)
     result, _ = checker.check_call(callee, args, kinds, ctx.context, names, callable_name=name, object_type=receiver)
     return result  # type: ignore[no-any-return]
+
+
+def _calls_module_call(receiver: Instance) -> bool:
+    """An nn.Module whose ``__call__`` is Module's own (which runs ``forward``)."""
+    symbol = receiver.type.get("__call__")
+    return receiver.type.has_base(MODULE) and symbol is not None and _defined_in(symbol.node) == MODULE
+
+
+def _defined_in(node: object) -> str | None:
+    info = getattr(node, "info", None)
+    return info.fullname if info is not None else None
 
 
 def _forward_type(receiver: Instance) -> FunctionLike | None:

@@ -18,6 +18,18 @@ class Untyped(nn.Module):
         return x
 
 
+class OwnCall(nn.Module):
+    def __call__(self, x: Tensor[R@tp]) -> Tensor[P@tp]:
+        return convert(x, tp, src=R, dst=P)
+
+    def forward(self, x: Tensor[R@tp]) -> Tensor[R@tp]:
+        return x
+
+
+def own_call(m: OwnCall, x: Tensor[R@tp]) -> None:
+    reveal_type(m(x))  # N: Tensor[P@tp]
+
+
 class Model(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -137,7 +137,9 @@ def global_loss(loss: torch.Tensor, sequence_parallel: bool) -> float:
 
 def sgd(params: Params) -> None:
     with torch.no_grad():
-        for p in params.values():
+        for name, p in params.items():
+            if p.grad is None:
+                raise RuntimeError(f"parameter {name} got no gradient")
             p -= LR * p.grad
             p.grad = None
 
@@ -176,7 +178,9 @@ def _worker(rank: int, port: int, steps: int, sequence_parallel: bool, results: 
 def _run(steps: int, sequence_parallel: bool) -> bool:
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     try:
-        return train(steps, sequence_parallel)
+        ok = train(steps, sequence_parallel)
+        dist.barrier()  # leave together: a rank that left early would break the others' connections
+        return ok
     finally:
         dist.destroy_process_group()
 

@@ -15,14 +15,15 @@ from collections import defaultdict
 
 import pytest
 
-from spmd_examples import ERROR_LINE, BUGS, GPT, MYPY_CONFIG, ROOT, Diagnostic, MypyRun
+from spmd_examples import ERROR_LINE, BUGS, GPT, MLP_EXAMPLE, MYPY_CONFIG, ROOT, Diagnostic, MypyRun
 
 
 @pytest.fixture(scope="session")
 def example_mypy_run(tmp_path_factory: pytest.TempPathFactory) -> MypyRun:
     config = tmp_path_factory.mktemp("mypy") / "mypy.ini"
     config.write_text(MYPY_CONFIG)
-    files = sorted(str(p.relative_to(ROOT)) for d in (BUGS, GPT) for p in d.glob("*.py"))
+    typed = [p for d in (BUGS, GPT) for p in d.glob("*.py")] + [MLP_EXAMPLE]
+    files = sorted(str(p.relative_to(ROOT)) for p in typed)
     run = subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(ROOT / ".mypy_cache"),
          "--show-error-codes", "--no-error-summary", "--no-pretty", *files],

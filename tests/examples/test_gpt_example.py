@@ -25,6 +25,10 @@ def test_gpt_example_type_checks_clean(example_mypy_run: MypyRun) -> None:
     assert gpt_errors == {}, example_mypy_run.output
 
 
+def test_mlp_example_type_checks_clean(example_mypy_run: MypyRun) -> None:
+    assert example_mypy_run.errors.get("examples/train_mlp.py", []) == [], example_mypy_run.output
+
+
 @pytest.fixture(scope="module")
 def reports() -> list[list[train.StepReport]]:
     return gloo_launch.spawn(train.train_configs, [False, True], STEPS, world_size=4)

@@ -19,7 +19,22 @@ def snippet(api: CheckerPluginInterface, node: Context) -> str | None:
         text = " ".join(source_text_of(api.path, node).split())  # type: ignore[attr-defined]
     except (AnnotationError, AttributeError):
         return None
+    text = balanced(text)
     return text if len(text) <= _MAX_SNIPPET else text[: _MAX_SNIPPET - 3] + "..."
+
+
+def balanced(text: str) -> str:
+    """``text`` with the opening parentheses its positions leave out.
+
+    mypy places a binary expression at its left operand, which for
+    ``(1 - s) * x`` starts after the parenthesis: the snippet would read
+    ``1 - s) * x``.
+    """
+    depth = missing = 0
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        missing = max(missing, -depth)
+    return "(" * missing + text
 
 
 def where(api: CheckerPluginInterface, node: Context) -> str:

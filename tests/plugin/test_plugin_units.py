@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from spmd_mypy import config, errorcodes
+from spmd_mypy.report import balanced
 from spmd_mypy.main import guarded
 
 
@@ -68,3 +69,16 @@ def test_every_code_is_an_spmd_sub_code() -> None:
     codes = [*errorcodes.BY_RULE.values(), errorcodes.UNMODELLED, errorcodes.MISSING_AXIS, errorcodes.INTERNAL]
     assert all(code.sub_code_of is errorcodes.SPMD for code in codes)
     assert len({code.code for code in codes}) == len(codes)
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("1 - s) * x", "(1 - s) * x"),
+        ("a * b", "a * b"),
+        ("f(a) + (b)", "f(a) + (b)"),
+        ("x)) @ w", "((x)) @ w"),
+    ],
+)
+def test_snippets_get_their_opening_parentheses(text: str, expected: str) -> None:
+    assert balanced(text) == expected

@@ -27,7 +27,6 @@ from spmd_mypy.representation import has_spmd, result_type, retype, spmd_members
 COLLECTIVES_MODULE = "spmd_stubs.collectives."
 MEGATRON_MODULE = "spmd_stubs.megatron."
 ASSERT_TYPE = "spmd_stubs.types.assert_type"
-_IMPLICIT_SOURCE = {"all_reduce": Partial, "reduce_scatter": Partial}
 
 
 @dataclass(frozen=True)
@@ -61,10 +60,12 @@ UNTYPED: dict[str, str] = {
     "all_reduce": "all_reduce",
     "all_gather": "all_gather",
     "all_gather_into_tensor": "all_gather",
+    "all_gather_single": "all_gather",
     "_all_gather_base": "all_gather",
     "all_gather_tensor": "all_gather",
     "reduce_scatter": "reduce_scatter",
     "reduce_scatter_tensor": "reduce_scatter",
+    "reduce_scatter_single": "reduce_scatter",
     "_reduce_scatter_base": "reduce_scatter",
     "all_to_all": "all_to_all",
     "all_to_all_single": "all_to_all",
@@ -188,12 +189,17 @@ def collective_hook(op: str) -> Callable[[FunctionContext], Type]:
     return hook
 
 
+def _default_source(op: str) -> AxisType | None:
+    """``src`` left out: P where the signature defaults it (all_reduce, reduce_scatter)."""
+    return Partial if op in algebra.IMPLICIT_PARTIAL else None
+
+
 def _request(op: str, args: dict[str, tuple[Expression, Type]]) -> Request | None:
     if "x" not in args or "axis" not in args or "dst" not in args:
         return None
     axes = axes_of(args["axis"][0])
     dst = spmd_type_of(args["dst"][0])
-    src = spmd_type_of(args["src"][0]) if "src" in args else _IMPLICIT_SOURCE.get(op)
+    src = spmd_type_of(args["src"][0]) if "src" in args else _default_source(op)
     expert = _flag(args.get("expert_mode", (None, None))[0], False)
     if axes is None or src is None or dst is None or expert is None:
         return None

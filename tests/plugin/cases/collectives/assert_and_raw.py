@@ -21,5 +21,7 @@ def contradict(x: Tensor[V@dp, P@tp]) -> None:
 def raw(x: Tensor[P@tp], t: torch.Tensor, out: torch.Tensor) -> None:
     dist.all_reduce(x)  # E: spmd-untyped-collective spmd_stubs.all_reduce(x, tp, src=P
     dist.all_gather_into_tensor(out, x)  # E: spmd-untyped-collective spmd_stubs.all_gather
+    dist.all_gather_single(out, x)  # E: spmd-untyped-collective spmd_stubs.all_gather
+    dist.reduce_scatter_single(out, x)  # E: spmd-untyped-collective spmd_stubs.reduce_scatter
     funcol.all_reduce(x, "sum", [0, 1])  # E: spmd-untyped-collective
     dist.all_reduce(t)

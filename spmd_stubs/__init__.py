@@ -20,6 +20,13 @@ if TYPE_CHECKING:
         reinterpret,
     )
     from spmd_stubs.mesh import bind_groups, bind_mesh, group_of, unbind
+    from spmd_stubs.ops import amax as amax
+    from spmd_stubs.ops import amin as amin
+    from spmd_stubs.ops import einsum as einsum
+    from spmd_stubs.ops import linear as linear
+    from spmd_stubs.ops import matmul as matmul
+    from spmd_stubs.ops import sum as sum
+    from spmd_stubs.regions import global_spmd, local_map
 
 _LAZY = {
     "all_reduce": "spmd_stubs.collectives",
@@ -33,7 +40,14 @@ _LAZY = {
     "bind_groups": "spmd_stubs.mesh",
     "group_of": "spmd_stubs.mesh",
     "unbind": "spmd_stubs.mesh",
+    "global_spmd": "spmd_stubs.regions",
+    "local_map": "spmd_stubs.regions",
 }
+
+# ``spmd.sum`` / ``spmd.amax`` ... (ops with ``out_partial_axes``): importable
+# by name but left out of ``__all__``, so that ``from spmd_stubs import *``
+# does not shadow the builtin ``sum``.  The ``as`` imports above re-export them.
+_LAZY_OPS = {name: "spmd_stubs.ops" for name in ("einsum", "matmul", "linear", "sum", "amax", "amin")}
 
 __all__ = [
     "Tensor",
@@ -50,7 +64,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
+    module_name = _LAZY.get(name) or _LAZY_OPS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'spmd_stubs' has no attribute {name!r}")
     import importlib

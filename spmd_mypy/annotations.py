@@ -24,7 +24,7 @@ from mypy.nodes import Context, MypyFile, PlaceholderNode, SymbolNode, TypeInfo
 from mypy.plugin import AnalyzeTypeContext
 from mypy.types import AnyType, RawExpressionType, Type, TypeOfAny, UnboundType
 
-from spmd_stubs.algebra import AxisType, Code, Invariant, Partial, Replicate, Shard, TensorType, Varying
+from spmd_stubs.algebra import AxisType, Code, Invariant, Partial, PartialOf, Replicate, Shard, TensorType, Varying
 from spmd_mypy import errorcodes
 from spmd_mypy.representation import TENSOR, with_spmd
 
@@ -36,6 +36,9 @@ KINDS: dict[str, AxisType] = {
     "spmd_stubs.types.I": Invariant,
     "spmd_stubs.types.V": Varying,
     "spmd_stubs.types.P": Partial,
+    "spmd_stubs.types.Pavg": PartialOf("avg"),
+    "spmd_stubs.types.Pmax": PartialOf("max"),
+    "spmd_stubs.types.Pmin": PartialOf("min"),
 }
 _CANONICAL_HINT = "write the canonical form instead, e.g. Tensor[R[tp], S[0, dp]]"
 
@@ -73,7 +76,8 @@ def axis_type_of(node: SymbolNode | None, written: str, dim: DimText | None) -> 
     if fullname in KINDS and dim is None:
         return KINDS[fullname]
     raise AnnotationError(
-        f"unknown SPMD type {written!r}: write one of R, I, V, P or S(dim) before the axis, e.g. R@tp or S(0)@tp"
+        f"unknown SPMD type {written!r}: write one of R, I, V, P, Pavg, Pmax, Pmin or S(dim) before the axis, "
+        "e.g. R@tp or S(0)@tp"
     )
 
 
@@ -93,6 +97,17 @@ def axis_name_of(node: SymbolNode | None, written: str) -> str:
         f"{written!r} is not a mesh axis: import one from spmd_stubs.axes (dp, tp, cp, ep, pp) "
         f"or declare it with `class {written.rpartition('.')[2]}(MeshAxis): ...`"
     )
+
+
+def shard_group(axis_type: AxisType, axes: list[str], written: str) -> list[tuple[str, AxisType]]:
+    """``S(0)`` over several axes (``S(0)@(dp, tp)``): each gets its order, major first."""
+    if len(axes) == 1:
+        return [(axes[0], axis_type)]
+    if axis_type.shard is None or not axes:
+        raise AnnotationError(
+            f"{written!r}: only a shard spans several axes, e.g. S(0)@(dp, tp); give {axis_type} one axis"
+        )
+    return [(axis, Shard(axis_type.shard, order)) for order, axis in enumerate(axes)]
 
 
 def tensor_type_of(entries: list[tuple[str, AxisType]]) -> TensorType:
@@ -159,8 +174,8 @@ def _int_constant(node: ast.expr) -> int | None:
     return None
 
 
-def parse_at_form(text: str, lookup: Lookup) -> tuple[str, AxisType]:
-    """``"S(-1)@tp"`` -> ``("tp", S(-1))``, resolving names with ``lookup``."""
+def parse_at_form(text: str, lookup: Lookup) -> list[tuple[str, AxisType]]:
+    """``"S(-1)@tp"`` -> ``[("tp", S(-1))]``, ``"S(0)@(dp, tp)"`` -> both axes in order."""
     try:
         tree = ast.parse(f"({text.strip()})", mode="eval").body
     except SyntaxError:
@@ -171,14 +186,17 @@ def parse_at_form(text: str, lookup: Lookup) -> tuple[str, AxisType]:
     if isinstance(left, ast.Call):
         dim = _call_dim(left)
         left = left.func
-    kind_name, axis_written = _dotted(left), _dotted(tree.right)
+    kind_name = _dotted(left)
+    written_axes = tree.right.elts if isinstance(tree.right, ast.Tuple) else [tree.right]
+    axes_written = [_dotted(axis) for axis in written_axes]
     if kind_name is None:
         raise AnnotationError(f"unknown SPMD type {ast.unparse(left)!r}: write one of R, I, V, P or S(dim)")
-    if axis_written is None:
+    if not axes_written or None in axes_written:
         raise AnnotationError(f"{ast.unparse(tree.right)!r} is not a mesh axis: write e.g. R@tp")
     kind = lookup(kind_name)
     axis_type = axis_type_of(kind, kind_name, _missing_dim(kind, dim))
-    return axis_name_of(lookup(axis_written), axis_written), axis_type
+    axes = [axis_name_of(lookup(w), w) for w in axes_written]  # type: ignore[arg-type]
+    return shard_group(axis_type, axes, text.strip())
 
 
 def _missing_dim(kind: SymbolNode | None, dim: DimText | None) -> DimText | None:
@@ -200,22 +218,24 @@ def _call_dim(call: ast.Call) -> DimText:
 # --------------------------------------------------------------------------
 
 
-def parse_canonical(entry: UnboundType, lookup: Lookup) -> tuple[str, AxisType]:
-    """``R[tp]`` / ``S[0, tp]`` -> ``(axis, type)``."""
+def parse_canonical(entry: UnboundType, lookup: Lookup) -> list[tuple[str, AxisType]]:
+    """``R[tp]`` / ``S[0, tp]`` -> ``[(axis, type)]``; ``S[0, dp, tp]`` -> both axes in order."""
     kind = lookup(entry.name)
     args = list(entry.args)
     dim: DimText | None = None
-    if getattr(kind, "fullname", None) == SHARD:
-        dim = _canonical_dim(args[0]) if len(args) == 2 else Missing()
+    shard = getattr(kind, "fullname", None) == SHARD
+    if shard:
+        dim = _canonical_dim(args[0]) if len(args) >= 2 else Missing()
         args = args[1:]
-    if len(args) != 1 or not isinstance(args[0], UnboundType) or args[0].args:
+    if not args or (len(args) > 1 and not shard) or any(not isinstance(a, UnboundType) or a.args for a in args):
         axis_type_of(kind, entry.name, dim)  # an unknown letter is the better message
         raise AnnotationError(
-            f"expected {entry.name}[axis] (or S[dim, axis]) such as R[tp], got {entry.name}[...] "
+            f"expected {entry.name}[axis] (or S[dim, axis, ...]) such as R[tp], got {entry.name}[...] "
             f"with {len(entry.args)} argument(s)"
         )
     axis_type = axis_type_of(kind, entry.name, dim)
-    return axis_name_of(lookup(args[0].name), args[0].name), axis_type
+    axes = [axis_name_of(lookup(a.name), a.name) for a in args]  # type: ignore[union-attr]
+    return shard_group(axis_type, axes, entry.name)
 
 
 def _canonical_dim(arg: Type) -> DimText:
@@ -237,7 +257,7 @@ def analyze_spmd_tensor(ctx: AnalyzeTypeContext) -> Type:
     if not ctx.type.args:
         return tensor
     try:
-        tensor_type = tensor_type_of([_entry(arg, ctx) for arg in ctx.type.args])
+        tensor_type = tensor_type_of([entry for arg in ctx.type.args for entry in _entries(arg, ctx)])
     except Deferred:
         ctx.api.api.defer()  # type: ignore[attr-defined]
         return tensor
@@ -247,7 +267,7 @@ def analyze_spmd_tensor(ctx: AnalyzeTypeContext) -> Type:
     return with_spmd(tensor, tensor_type)
 
 
-def _entry(arg: Type, ctx: AnalyzeTypeContext) -> tuple[str, AxisType]:
+def _entries(arg: Type, ctx: AnalyzeTypeContext) -> list[tuple[str, AxisType]]:
     lookup = _lookup(ctx)
     if isinstance(arg, RawExpressionType) and arg.literal_value is None:
         return parse_at_form(source_text_of(_module(ctx).path, arg), lookup)

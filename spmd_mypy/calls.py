@@ -19,7 +19,7 @@ from spmd_stubs.algebra import SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
 from spmd_mypy.inference import Actual, OpCall, infer
-from spmd_mypy.ops import Rule, out_of_place, rule_for
+from spmd_mypy.ops import Rule, effect_for, out_of_place, rule_for
 from spmd_mypy.representation import contains_tensor, has_spmd, result_type, spmd_members
 
 _REFLECTED = {f"__r{n}__": n for n in "add sub mul matmul truediv floordiv mod pow and or xor".split()}
@@ -45,7 +45,8 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
         if rule is None:
             return _unmodelled(ctx.api, ctx.context, name, [ctx.type], ctx.default_return_type, config)
         receiver = Actual(None, ctx.type)
-        call = OpCall(display_name(name), [[receiver], *_actuals(ctx.arg_types, ctx.args)], ctx.context, ctx.api, config)
+        operands = [[receiver], *_actuals(ctx.arg_types, ctx.args)]
+        call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, effect_for(name))
         results = infer(rule, call)
         if results is None:
             return ctx.default_return_type
@@ -65,7 +66,7 @@ def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type
             flat = [t for types in ctx.arg_types for t in types]
             return _unmodelled(ctx.api, ctx.context, name, flat, ctx.default_return_type, config)
         actuals = _actuals(ctx.arg_types, ctx.args)
-        call = OpCall(display_name(name), actuals, ctx.context, ctx.api, config)
+        call = OpCall(display_name(name), actuals, ctx.context, ctx.api, config, effect_for(name))
         results = infer(rule, call)
         if results is None:
             return ctx.default_return_type
@@ -81,7 +82,7 @@ def attribute_hook(rule: Rule, name: str, config: Config) -> Callable[[Attribute
     """Hook for view properties such as ``w.T``: a linear op on the receiver."""
 
     def hook(ctx: AttributeContext) -> Type:
-        call = OpCall(name, [[Actual(None, ctx.type)]], ctx.context, ctx.api, config)
+        call = OpCall(name, [[Actual(None, ctx.type)]], ctx.context, ctx.api, config, effect_for(name))
         results = infer(rule, call)
         return ctx.default_attr_type if results is None else result_type(ctx.default_attr_type, results)
 

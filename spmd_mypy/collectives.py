@@ -21,7 +21,15 @@ from mypy.types import CallableType, FunctionLike, Type
 from spmd_stubs import algebra
 from spmd_stubs.algebra import AxisType, Code, Invariant, Partial, Replicate, Shard, SpmdTypeError, TensorType, Varying
 from spmd_mypy import errorcodes, report
-from spmd_mypy.annotations import AnnotationError, DimText, Missing, axis_name_of, axis_type_of, tensor_type_of
+from spmd_mypy.annotations import (
+    AnnotationError,
+    DimText,
+    Missing,
+    axis_name_of,
+    axis_type_of,
+    shard_group,
+    tensor_type_of,
+)
 from spmd_mypy.representation import has_spmd, result_type, retype, spmd_members, updated_members
 
 COLLECTIVES_MODULE = "spmd_stubs.collectives."
@@ -241,7 +249,9 @@ def megatron_signature(ctx: FunctionSigContext) -> FunctionLike:
 def assert_type_hook(ctx: FunctionContext) -> Type:
     """``assert_type(x, V@dp, I@tp)``: refine unknown axes, reject contradicted known ones."""
     try:
-        asserted = tensor_type_of([_asserted_entry(e) for e in (ctx.args[1] if len(ctx.args) > 1 else [])])
+        asserted = tensor_type_of(
+            [entry for e in (ctx.args[1] if len(ctx.args) > 1 else []) for entry in annotation_entries(e, "assert_type")]
+        )
     except AnnotationError as error:
         return _annotation_error(ctx, error)
 
@@ -257,14 +267,16 @@ def assert_type_hook(ctx: FunctionContext) -> Type:
     return result_type(ctx.default_return_type, updated_members(ctx.default_return_type, update))
 
 
-def _asserted_entry(expr: Expression) -> tuple[str, AxisType]:
+def annotation_entries(expr: Expression, taker: str) -> list[tuple[str, AxisType]]:
+    """A ``TYPE@axis`` value (``V@dp``, ``S(0)@(dp, tp)``) -> ``(axis, type)`` per axis."""
+    usage = f"{taker} takes TYPE@axis arguments such as V@dp, S(0)@tp or S(0)@(dp, tp)"
     if not (isinstance(expr, OpExpr) and expr.op == "@"):
-        raise AnnotationError("assert_type takes TYPE@axis arguments such as V@dp or S(0)@tp")
+        raise AnnotationError(usage)
     axes = axes_of(expr.right)
     axis_type = spmd_type_of(expr.left)
-    if axes is None or len(axes) != 1 or axis_type is None:
-        raise AnnotationError("assert_type takes TYPE@axis arguments such as V@dp or S(0)@tp, with one axis each")
-    return axes[0], axis_type
+    if axes is None or axis_type is None:
+        raise AnnotationError(usage)
+    return shard_group(axis_type, list(axes), f"{axis_type}@({', '.join(axes)})")
 
 
 def untyped_collective_hook(name: str) -> Callable[[FunctionContext], Type]:

@@ -18,7 +18,7 @@ from mypy.plugin import CheckerPluginInterface
 from mypy.types import Instance, NoneType, TupleType, Type, get_proper_type
 
 from spmd_stubs import algebra
-from spmd_stubs.algebra import SCALAR, Apply, Arg, AxisType, Expr, Replicate, Scalar, SpmdTypeError, TensorType
+from spmd_stubs.algebra import SCALAR, Apply, Arg, AxisType, Effect, Expr, Replicate, Scalar, SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
 from spmd_mypy.ops import CONSTANT_FACTORIES, FUNCTION_MODULES, Rule, Variadic
@@ -60,6 +60,8 @@ class OpCall:
     context: Context
     api: CheckerPluginInterface
     config: Config
+    effect: Effect = None
+    """What the op does to a pending max/min (``ops.EFFECTS``, by the op's own name: ``__rsub__`` is not ``sub``)."""
 
 
 def choices(actual: Actual) -> list[Choice]:
@@ -139,12 +141,12 @@ def _on_axis(choice: Choice, axis: str) -> AxisType | Scalar | None:
     return choice
 
 
-def judge(expr: Expr, combination: Sequence[Choice], op: str) -> TensorType | None:
+def judge(expr: Expr, combination: Sequence[Choice], op: str, effect: Effect = None) -> TensorType | None:
     """The result type of one combination of operand types (raises SpmdTypeError)."""
     axes = sorted({axis for c in combination if isinstance(c, TensorType) for axis, _ in c.axes})
     result: dict[str, AxisType] = {}
     for axis in axes:
-        value = algebra.evaluate(expr, [_on_axis(c, axis) for c in combination], op, axis)
+        value = algebra.evaluate(expr, [_on_axis(c, axis) for c in combination], op, axis, effect)
         if value is not None:
             result[axis] = value
     return TensorType.of(result) if result else None
@@ -167,7 +169,7 @@ def infer(rule: Rule, call: OpCall) -> list[TensorType | None] | None:
         if call.config.strict:
             _report_missing_axes(expr, combination, call)
         try:
-            results.append(judge(expr, combination, call.name))
+            results.append(judge(expr, combination, call.name, call.effect))
         except SpmdTypeError as error:
             report.rule_error(call.api, call.context, error)
             results.append(None)

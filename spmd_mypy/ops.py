@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from spmd_stubs.algebra import Apply, Arg, Expr, Linearity
+from spmd_stubs.algebra import Apply, Arg, Effect, Expr, Linearity, Monotone
 
 LINEAR, NONLINEAR = Linearity.LINEAR, Linearity.NONLINEAR
 ADDITIVE, MULTILINEAR, SELECT = Linearity.ADDITIVE, Linearity.MULTILINEAR, Linearity.SELECT
@@ -133,6 +133,38 @@ TABLE: dict[str, Rule] = {
     "embedding": EMBEDDING,
 }
 
+INCREASING, DECREASING, MOVES = Monotone.INCREASING, Monotone.DECREASING, Monotone.MOVES
+
+_MOVES_NAMES = """
+clone detach contiguous view view_as reshape reshape_as flatten unflatten squeeze unsqueeze transpose t
+permute movedim moveaxis swapaxes swapdims expand expand_as repeat repeat_interleave tile narrow select
+chunk split tensor_split unbind flip fliplr flipud roll rot90 diagonal ravel unfold __getitem__ gather
+index_select take_along_dim masked_select cat concat concatenate stack hstack vstack dstack to float half
+double bfloat16 type type_as cuda cpu requires_grad_ pin_memory T mT H mH data
+""".split()
+
+_INCREASING_NAMES = """
+exp exp2 expm1 log log2 log10 log1p sigmoid tanh relu relu6 elu selu celu leaky_relu silu softplus sqrt
+atan asinh sinh erf hardtanh hardsigmoid clamp clip clamp_min clamp_max floor ceil round trunc
+add __add__ __radd__
+""".split()
+
+EFFECTS: dict[str, Effect] = {
+    **{name: MOVES for name in _MOVES_NAMES},
+    **{name: INCREASING for name in _INCREASING_NAMES},
+    **{name: DECREASING for name in ("neg", "negative", "__neg__")},
+    **{name: (INCREASING, DECREASING) for name in ("sub", "subtract", "__sub__")},
+    **{name: (DECREASING, INCREASING) for name in ("__rsub__", "rsub")},
+    "amax": Monotone.MAX,
+    "amin": Monotone.MIN,
+}
+"""What each op does to a pending max/min (:class:`~spmd_stubs.algebra.Monotone`).
+
+Only these ops may keep a ``Pmax``/``Pmin`` operand; every other op on one is
+an error.  ``max(dim)``/``min(dim)`` are left out: they also return indices,
+which a pending extremum cannot give.
+"""
+
 TENSOR_ATTRIBUTES: dict[str, Rule] = {name: UNARY_LINEAR for name in ("T", "mT", "H", "mH", "data")}
 """Tensor properties that are views of the tensor (``w.T``)."""
 
@@ -166,3 +198,7 @@ def out_of_place(name: str) -> tuple[str, bool]:
 
 def rule_for(name: str) -> Rule | None:
     return TABLE.get(out_of_place(name)[0])
+
+
+def effect_for(name: str) -> Effect:
+    return EFFECTS.get(out_of_place(name)[0])

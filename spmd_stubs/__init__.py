@@ -7,7 +7,7 @@ algebra without loading torch; the typed collectives load torch on first use.
 
 from typing import TYPE_CHECKING, Any
 
-from spmd_stubs.types import AxisAnnotation, I, MeshAxis, P, R, S, Tensor, V, assert_type
+from spmd_stubs.types import AxisAnnotation, I, MeshAxis, P, Pavg, Pmax, Pmin, R, S, Tensor, V, assert_type
 
 if TYPE_CHECKING:
     from spmd_stubs.collectives import (
@@ -55,6 +55,9 @@ __all__ = [
     "I",
     "V",
     "P",
+    "Pavg",
+    "Pmax",
+    "Pmin",
     "S",
     "MeshAxis",
     "AxisAnnotation",

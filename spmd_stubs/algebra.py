@@ -49,6 +49,9 @@ __all__ = [
     "Varying",
     "Partial",
     "Shard",
+    "PartialOf",
+    "REDUCE_OPS",
+    "Monotone",
     "SCALAR",
     "Scalar",
     "TensorType",
@@ -92,30 +95,60 @@ class Kind(enum.Enum):
 _KIND_TITLES = {Kind.R: "Replicate", Kind.I: "Invariant", Kind.V: "Varying", Kind.P: "Partial"}
 
 
-@dataclass(frozen=True, order=True)
+REDUCE_OPS = ("sum", "avg", "max", "min")
+"""The reductions a Partial can be pending (seed 001): those a Replicate value
+can be partitioned into exactly.  ``product`` and the bitwise ops cannot, so
+they are not types."""
+
+
+@dataclass(frozen=True)
 class AxisType:
-    """The local SPMD type of a tensor on one mesh axis.
+    """The SPMD type of a tensor on one mesh axis.
 
     ``shard`` is set only for V and records the tensor dim of ``S(i)``.
     Negative dims are kept as written (``S(-1)`` is the last dim).
+
+    ``order`` is set only for a shard whose tensor dim several axes shard:
+    this axis's position among them, 0 the major one.  ``S(0)@(dp,tp)`` gives
+    dp order 0 and tp order 1 (dim 0 is split over dp, each part over tp).
+
+    ``reduce`` is set only for P: the pending reduction (seed 001), ``sum``
+    (``P``), ``avg`` (``Pavg``), ``max`` (``Pmax``) or ``min`` (``Pmin``).
     """
 
     kind: Kind
     shard: int | None = None
+    order: int | None = None
+    reduce: str = "sum"
 
     def __post_init__(self) -> None:
         if self.shard is not None and self.kind is not Kind.V:
             raise ValueError(f"only a varying type can be a shard, not {self.kind.value}")
+        if self.order is not None and self.shard is None:
+            raise ValueError("only a shard has an order among the axes sharding its dim")
+        if self.reduce != "sum" and self.kind is not Kind.P:
+            raise ValueError(f"only a partial type has a reduction, not {self.kind.value}")
+        if self.reduce not in REDUCE_OPS:
+            raise ValueError(
+                f"a Partial reduction must be one of {', '.join(REDUCE_OPS)}, not {self.reduce!r}"
+            )
 
     def __str__(self) -> str:
         if self.shard is not None:
             return f"S({self.shard})"
+        if self.reduce != "sum":
+            return f"P{self.reduce}"
         return self.kind.value
 
     @property
     def local(self) -> "AxisType":
-        """The type with the shard dim forgotten (``S(i)`` -> ``V``)."""
-        return AxisType(self.kind)
+        """The local type: shard dim and order forgotten (``S(i)`` -> ``V``)."""
+        return AxisType(self.kind, reduce=self.reduce)
+
+    @property
+    def extremum(self) -> bool:
+        """A pending max or min: only order-preserving ops may keep it."""
+        return self.reduce in ("max", "min")
 
     def on(self, axis: str) -> str:
         """Print as the user writes it: ``R@tp``."""
@@ -128,8 +161,13 @@ Varying = AxisType(Kind.V)
 Partial = AxisType(Kind.P)
 
 
-def Shard(dim: int) -> AxisType:  # noqa: N802 -- mirrors the seed's S(i)
-    return AxisType(Kind.V, dim)
+def Shard(dim: int, order: int | None = None) -> AxisType:  # noqa: N802 -- mirrors the seed's S(i)
+    return AxisType(Kind.V, dim, order)
+
+
+def PartialOf(reduce: str) -> AxisType:  # noqa: N802 -- mirrors Partial
+    """A pending ``reduce`` (``"sum"``, ``"avg"``, ``"max"`` or ``"min"``)."""
+    return AxisType(Kind.P, reduce=reduce)
 
 
 class Scalar:
@@ -153,28 +191,45 @@ SCALAR = Scalar()
 Operand = Union[AxisType, Scalar, None]
 """One operand on one axis: a type, a python scalar, or None (unknown)."""
 
-_AXIS_TYPE_RE = re.compile(r"^\s*(?:(?P<kind>[RIVP])|S\(\s*(?P<dim>[+-]?\d+)\s*\))\s*$")
+_AXIS_TYPE_RE = re.compile(
+    r"^\s*(?:(?P<kind>[RIV])|P(?P<reduce>avg|max|min)?|S\(\s*(?P<dim>[+-]?\d+)\s*\))\s*$"
+)
 
 
 def parse_axis_type(text: str) -> AxisType:
-    """``"R"`` / ``"S(-1)"`` -> AxisType; ValueError with the fix otherwise."""
+    """``"R"`` / ``"Pmax"`` / ``"S(-1)"`` -> AxisType; ValueError with the fix otherwise."""
     match = _AXIS_TYPE_RE.match(text)
     if match is None:
         raise ValueError(
-            f"unknown SPMD type {text!r}: write one of R, I, V, P or S(dim), e.g. S(0)"
+            f"unknown SPMD type {text!r}: write one of R, I, V, P, Pavg, Pmax, Pmin or S(dim), e.g. S(0)"
         )
     if match.group("dim") is not None:
         return Shard(int(match.group("dim")))
+    if match.group("kind") is None:
+        return PartialOf(match.group("reduce") or "sum")
     return AxisType(Kind(match.group("kind")))
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on the commas outside parentheses: ``"S(0)@(dp,tp),R@cp"`` -> two entries."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
 
 
 @dataclass(frozen=True)
 class TensorType:
-    """A tensor's local SPMD type on every axis it mentions.
+    """A tensor's SPMD type on every axis it mentions.
 
     Axes not mentioned are unconstrained.  The canonical text (axes sorted by
-    name, ``"R@tp,V@dp"`` order-independent) is what the mypy plugin stores
-    in its hidden type argument; :meth:`parse` reads it back.
+    name, ``"R@tp,V@dp"`` order-independent; axes sharding one dim in a known
+    order grouped major first, ``"S(0)@(dp,tp)"``) is what the mypy plugin
+    stores in its hidden type argument; :meth:`parse` reads it back.
     """
 
     axes: tuple[tuple[str, AxisType], ...]
@@ -186,14 +241,15 @@ class TensorType:
     @classmethod
     def parse(cls, text: str) -> "TensorType":
         mapping: dict[str, AxisType] = {}
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            kind_text, sep, axis = part.partition("@")
-            if not sep or not axis.strip():
+        for part in _split_top_level(text):
+            kind_text, sep, written = part.partition("@")
+            if not sep or not written.strip():
                 raise ValueError(f"expected TYPE@axis, got {part!r}")
-            axis = axis.strip()
-            if axis in mapping:
-                raise ValueError(f"axis {axis} is given twice in {text!r}")
-            mapping[axis] = parse_axis_type(kind_text)
+            axis_type = parse_axis_type(kind_text)
+            for axis, typ in _spread(axis_type, written.strip()):
+                if axis in mapping:
+                    raise ValueError(f"axis {axis} is given twice in {text!r}")
+                mapping[axis] = typ
         return cls.of(mapping)
 
     def as_dict(self) -> dict[str, AxisType]:
@@ -205,11 +261,54 @@ class TensorType:
                 return axis_type
         return None
 
+    def shard_axes(self, dim: int) -> tuple[str, ...]:
+        """The axes sharding tensor dim ``dim`` as written, major first.
+
+        Axes with no order (each written on its own) come after the ordered
+        ones, by name; :meth:`unordered_dims` says where that happened.
+        """
+        sharding = [(t.order if t.order is not None else len(self.axes), axis)
+                    for axis, t in self.axes if t.shard == dim]
+        return tuple(axis for _, axis in sorted(sharding))
+
+    def unordered_dims(self) -> list[int]:
+        """Dims that several axes shard without a written order (``S(0)@dp, S(0)@tp``)."""
+        counts: dict[int, int] = {}
+        for _, t in self.axes:
+            if t.shard is not None and t.order is None:
+                counts[t.shard] = counts.get(t.shard, 0) + 1
+        return sorted(dim for dim, count in counts.items() if count > 1)
+
+    def _entries(self) -> list[str]:
+        """``TYPE@axis`` entries, ordered shards of one dim grouped: ``S(0)@(dp,tp)``."""
+        entries: list[str] = []
+        grouped: set[int] = set()
+        for axis, t in self.axes:
+            if t.order is None:
+                entries.append(t.on(axis))
+            elif t.shard not in grouped:
+                grouped.add(t.shard)  # type: ignore[arg-type]
+                group = [a for a in self.shard_axes(t.shard) if self.as_dict()[a].order is not None]  # type: ignore[arg-type]
+                entries.append(f"S({t.shard})@({','.join(group)})")
+        return entries
+
     def canonical(self) -> str:
-        return ",".join(t.on(axis) for axis, t in self.axes)
+        return ",".join(self._entries())
 
     def __str__(self) -> str:
-        return ", ".join(t.on(axis) for axis, t in self.axes)
+        return ", ".join(self._entries())
+
+
+def _spread(axis_type: AxisType, written: str) -> list[tuple[str, AxisType]]:
+    """``S(0)`` over ``"(dp,tp)"`` -> dp as S(0) order 0, tp as S(0) order 1."""
+    if not (written.startswith("(") and written.endswith(")")):
+        return [(written, axis_type)]
+    names = [name.strip() for name in written[1:-1].split(",") if name.strip()]
+    if axis_type.shard is None or not names:
+        raise ValueError(f"only a shard S(dim) spans a group of axes, got {axis_type}@{written}")
+    if len(names) == 1:
+        return [(names[0], axis_type)]
+    return [(name, Shard(axis_type.shard, order)) for order, name in enumerate(names)]
 
 
 # --------------------------------------------------------------------------
@@ -305,8 +404,28 @@ def _shown(operands: Iterable[AxisType | Scalar], axis: str, sep: str) -> str:
     return sep.join(_show(o, axis) for o in operands)
 
 
-def _reduce_fix(axis: str, dst: str = "R") -> str:
-    return f"all_reduce(x, {axis}, src=P, dst={dst})"
+def _reduce_fix(axis: str, dst: str = "R", src: AxisType | None = None) -> str:
+    return f"all_reduce(x, {axis}, src={src or Partial}, dst={dst})"
+
+
+def _partials(operands: Sequence[AxisType | Scalar]) -> list[AxisType]:
+    return [o for o in operands if isinstance(o, AxisType) and o.kind is Kind.P]
+
+
+def _one_reduction(partial: Sequence[AxisType], operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+    """The pending reduction the partial operands share; mixing two is an error."""
+    reductions = {p.reduce for p in partial}
+    if len(reductions) > 1:
+        second = sorted(set(partial), key=str)[1]
+        raise SpmdTypeError(
+            Code.PARTIAL_AFFINE,
+            axis,
+            f"{op} combines two different pending reductions on axis {axis} "
+            f"({_shown(operands, axis, ', ')}); their parts cannot be reduced together. "
+            f"Fix: resolve one first, e.g. {_reduce_fix(axis, src=second)} on the "
+            f"{second.on(axis)} operand.",
+        )
+    return partial[0].local
 
 
 def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
@@ -331,24 +450,26 @@ def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str) ->
 
 
 def _nonlinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
-    if any(isinstance(o, AxisType) and o.kind is Kind.P for o in operands):
+    partial = _partials(operands)
+    if partial:
         raise SpmdTypeError(
             Code.PARTIAL_NONLINEAR,
             axis,
             f"{op} is nonlinear but gets a Partial operand on axis {axis} "
             f"({_shown(operands, axis, ', ')}); f(sum of parts) is not the sum of "
-            f"f(parts). Fix: {_reduce_fix(axis)} (or dst=I) before {op}.",
+            f"f(parts). Fix: {_reduce_fix(axis, src=partial[0])} (or dst=I) before {op}.",
         )
     return _plain_combine(operands, op, axis)
 
 
 def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
-    partial = [o for o in operands if isinstance(o, AxisType) and o.kind is Kind.P]
+    partial = _partials(operands)
     if not partial:
         return _plain_combine(operands, op, axis)
+    result = _one_reduction(partial, operands, op, axis)
     others = [o for o in operands if not (isinstance(o, AxisType) and o.kind is Kind.P)]
     if not others:
-        return Partial
+        return result
     shown = _shown(operands, axis, " + ")
     other = others[0]
     if isinstance(other, AxisType) and other.kind is Kind.I:
@@ -356,7 +477,7 @@ def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axis
             Code.INVARIANT_MIX,
             axis,
             f"{op} mixes Invariant with Partial on axis {axis} ({shown}). "
-            f"Fix: {_reduce_fix(axis, 'I')} on the Partial operand before {op}.",
+            f"Fix: {_reduce_fix(axis, 'I', result)} on the Partial operand before {op}.",
         )
     if isinstance(other, AxisType) and other.kind is Kind.V:
         raise SpmdTypeError(
@@ -364,9 +485,12 @@ def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axis
             axis,
             f"{op} adds a Partial to a Varying operand on axis {axis} ({shown}); the sum "
             f"would mix one pending sum with per-rank values. Fix: "
-            f"reduce_scatter(x, {axis}, src=P, dst=V) (or {_reduce_fix(axis)}) on the "
-            f"Partial operand first.",
+            f"reduce_scatter(x, {axis}, src={result}, dst=V) (or {_reduce_fix(axis, src=result)}) "
+            f"on the Partial operand first.",
         )
+    if result.reduce == "avg":
+        # avg(x_r + c) = avg(x_r) + c: a replicated term is counted once.
+        return result
     raise SpmdTypeError(
         Code.PARTIAL_AFFINE,
         axis,
@@ -378,7 +502,7 @@ def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axis
 
 
 def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
-    partial = [o for o in operands if isinstance(o, AxisType) and o.kind is Kind.P]
+    partial = _partials(operands)
     if not partial:
         return _plain_combine(operands, op, axis)
     shown = _shown(operands, axis, " * ")
@@ -388,7 +512,7 @@ def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> A
             axis,
             f"{op} multiplies {len(partial)} Partial factors on axis {axis} ({shown}); a "
             f"product of pending sums is not the sum of products. Fix: "
-            f"{_reduce_fix(axis)} on all but one factor first.",
+            f"{_reduce_fix(axis, src=partial[0])} on all but one factor first.",
         )
     for other in operands:
         if isinstance(other, AxisType) and other.kind is Kind.V:
@@ -397,7 +521,7 @@ def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> A
                 axis,
                 f"{op} multiplies a Partial by a Varying factor on axis {axis} ({shown}); "
                 f"each rank would scale its part of the sum differently. Fix: "
-                f"{_reduce_fix(axis)} on the Partial factor first.",
+                f"{_reduce_fix(axis, src=partial[0])} on the Partial factor first.",
             )
         if isinstance(other, AxisType) and other.kind is Kind.I:
             raise SpmdTypeError(
@@ -405,10 +529,10 @@ def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> A
                 axis,
                 f"{op} mixes Invariant with Partial on axis {axis} ({shown}). Fix: "
                 f"convert(w, {axis}, src=I, dst=R) on the Invariant factor "
-                f"(its gradient then gets all-reduced), or {_reduce_fix(axis, 'I')} on "
+                f"(its gradient then gets all-reduced), or {_reduce_fix(axis, 'I', partial[0])} on "
                 f"the Partial one.",
             )
-    return Partial
+    return partial[0].local
 
 
 def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
@@ -419,7 +543,7 @@ def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisTy
             axis,
             f"{op} uses a Partial tensor as an index/mask/condition on axis {axis} "
             f"({_show(selector, axis)}); a pending sum cannot select. Fix: "
-            f"{_reduce_fix(axis)} on it first.",
+            f"{_reduce_fix(axis, src=selector)} on it first.",
         )
     if isinstance(selector, AxisType) and selector.kind is Kind.V:
         return _multilinear([selector, data], op, axis)
@@ -438,33 +562,115 @@ _RULES = {
 }
 
 
-def evaluate(expr: Expr, operands: Sequence[Operand], op: str, axis: str) -> AxisType | None:
+class Monotone(enum.Enum):
+    """How an op orders its result by an operand: what a pending max/min may pass through.
+
+    A pending max ``Pmax`` means ``max over ranks of the parts``; an op ``f``
+    keeps it exactly when ``f(max_r x_r) == max_r f(x_r)``.
+
+    MOVES       data movement (views, indexing, cat, stack): every element keeps its value.
+    INCREASING  elementwise non-decreasing in this operand (exp, relu, ``x + c``).
+    DECREASING  elementwise non-increasing in this operand (neg, ``c - x``): max becomes min.
+    MAX / MIN   a max (min) over tensor dims: commutes with a pending max (min) only.
+
+    A replicated operand is a valid pending max of itself (every rank holds
+    it), so R and scalars may sit beside a ``Pmax`` operand of a MOVES op; an
+    INCREASING/DECREASING op takes one pending operand, the rest replicated.
+    """
+
+    MOVES = "moves"
+    INCREASING = "increasing"
+    DECREASING = "decreasing"
+    MAX = "max"
+    MIN = "min"
+
+
+_FLIPPED = {"max": "min", "min": "max"}
+
+Effect = Union[Monotone, Sequence[Monotone], None]
+"""An op's :class:`Monotone` for every operand, or one per operand position."""
+
+
+def _extremum(
+    operands: Sequence[tuple[int, AxisType | Scalar]], effect: Effect, op: str, axis: str
+) -> AxisType:
+    """An op with a pending max/min operand (seed 001: only ops that distribute over it)."""
+    values = [value for _, value in operands]
+    partial = _partials(values)
+    pending = _one_reduction(partial, values, op, axis)
+    shown = _shown(values, axis, ", ")
+    fix = f"Fix: {_reduce_fix(axis, src=pending)} before {op}"
+    for other in values:
+        if isinstance(other, AxisType) and other.kind in (Kind.V, Kind.I):
+            code = Code.PARTIAL_VARYING if other.kind is Kind.V else Code.INVARIANT_MIX
+            raise SpmdTypeError(
+                code, axis, f"{op} combines {pending.on(axis)} with {other.on(axis)} on axis {axis} ({shown}). {fix}."
+            )
+    effects = [
+        (effect if isinstance(effect, Monotone) or effect is None else (effect[i] if i < len(effect) else None))
+        for i, _ in operands
+    ]
+    pending_effects = {e for (_, value), e in zip(operands, effects) if isinstance(value, AxisType) and value.kind is Kind.P}
+    only = next(iter(pending_effects)) if len(pending_effects) == 1 else None
+    if only is Monotone.MOVES:
+        return pending
+    if only in (Monotone.MAX, Monotone.MIN) and only.value == pending.reduce:
+        return pending
+    if only in (Monotone.INCREASING, Monotone.DECREASING):
+        if len(partial) > 1:
+            raise SpmdTypeError(
+                Code.PARTIAL_MUL,
+                axis,
+                f"{op} combines {len(partial)} operands pending a {pending.reduce} on axis {axis} "
+                f"({shown}); {op} of two {pending.reduce}ima is not the {pending.reduce}imum of the {op}s. "
+                f"{fix} on all but one operand.",
+            )
+        if only is Monotone.INCREASING:
+            return pending
+        return PartialOf(_FLIPPED[pending.reduce])
+    raise SpmdTypeError(
+        Code.PARTIAL_NONLINEAR,
+        axis,
+        f"{op} does not commute with the pending {pending.reduce} of {pending.on(axis)} on axis {axis} "
+        f"({shown}): only data movement and ops monotone in that operand (exp, relu, x + c, "
+        f"neg, a {pending.reduce} over dims) may keep it. {fix}.",
+    )
+
+
+def evaluate(
+    expr: Expr, operands: Sequence[Operand], op: str, axis: str, effect: Effect = None
+) -> AxisType | None:
     """The type on ``axis`` of ``expr`` applied to ``operands``.
 
     ``None`` operands (unknown on this axis: an untyped tensor, or a typed one
     that does not mention the axis) are left out of the judgement, as
     gradual typing asks; when only unknowns and scalars remain, the result is
     unknown.  A result is never a shard: a local op on ``S(i)`` gives V.
+    ``effect`` is the op's :class:`Monotone` behaviour, needed only when a
+    pending max/min meets the top-level expression.
     Raises :class:`SpmdTypeError` naming ``op`` and ``axis``.
     """
     if isinstance(expr, Arg):
         operand = operands[expr.index] if expr.index < len(operands) else None
         return operand.local if isinstance(operand, AxisType) else None
-    known: list[AxisType | Scalar] = []
-    for sub in expr.operands:
+    known: list[tuple[int, AxisType | Scalar]] = []
+    for position, sub in enumerate(expr.operands):
         if isinstance(sub, Arg) and sub.index < len(operands) and isinstance(
             operands[sub.index], Scalar
         ):
-            known.append(SCALAR)
+            known.append((position, SCALAR))
             continue
         value = evaluate(sub, operands, op, axis)
         if value is not None:
-            known.append(value)
+            known.append((position, value))
         elif expr.linearity is Linearity.SELECT:
             return None
-    if not any(isinstance(k, AxisType) for k in known):
+    values = [value for _, value in known]
+    if not any(isinstance(k, AxisType) for k in values):
         return None
-    return _RULES[expr.linearity](known, op, axis)
+    if any(isinstance(k, AxisType) and k.extremum for k in values):
+        return _extremum(known, effect, op, axis)
+    return _RULES[expr.linearity](values, op, axis)
 
 
 # --------------------------------------------------------------------------
@@ -475,8 +681,15 @@ _DUAL_KIND = {Kind.R: Kind.P, Kind.P: Kind.R, Kind.I: Kind.I, Kind.V: Kind.V}
 
 
 def dual(axis_type: AxisType) -> AxisType:
-    """The gradient's type: R <-> P, I <-> I, V <-> V (a shard keeps its dim)."""
-    return AxisType(_DUAL_KIND[axis_type.kind], axis_type.shard)
+    """The gradient's type: R <-> P, I <-> I, V <-> V (a shard keeps its dim).
+
+    A pending avg's gradient is replicated (each part gets ``g / n``); a
+    pending max's or min's varies (the part that attains it gets ``g``, split
+    between ties), so those two are V.
+    """
+    if axis_type.extremum:
+        return Varying
+    return AxisType(_DUAL_KIND[axis_type.kind], axis_type.shard, axis_type.order)
 
 
 # --------------------------------------------------------------------------
@@ -568,14 +781,33 @@ _ROUTE: dict[tuple[Kind, Kind], str] = {
 }
 
 
+# Where a Partial pends avg, max or min (seed 001), only these pairs exist: a
+# Replicate value is partitioned exactly by keeping it on every rank
+# (convert(R, Pmax) is the identity), per-rank values are declared pending
+# (reinterpret(V, Pmax)), and the collectives resolve it.  Creating one from I
+# or V by zeroing ranks (the sum's gated converts) would be wrong.
+_NON_SUM_PARTIAL = frozenset(
+    {("all_reduce", P, R), ("all_reduce", P, I), ("reduce_scatter", P, V), ("convert", R, P), ("reinterpret", V, P)}
+)
+
+
+def _non_sum(axis_type: AxisType) -> bool:
+    return axis_type.kind is P and axis_type.reduce != "sum"
+
+
 def route(src: AxisType, dst: AxisType) -> Step | None:
     """The semantics-preserving operation from ``src`` to ``dst`` (None: no-op).
 
     This is ``redistribute``'s routing table: comms where the value must move,
     ``convert`` where a local change keeps the meaning.
     """
+    if src.kind is P and dst.kind is P and src.reduce != dst.reduce:
+        # No one operation changes the reduction; resolving it is the first step.
+        return Step("all_reduce", src, Replicate)
     if src == dst or (src.kind is dst.kind and src.kind is not V):
         return None
+    if _non_sum(dst) and src.kind is V:
+        return Step("reinterpret", src, dst)
     if src.kind is V and dst.kind is V and (src.shard is None or dst.shard is None):
         # V and S(i) are the same local type; only S(i)->S(j) moves data.
         return None
@@ -604,6 +836,8 @@ def _instead(src: AxisType, dst: AxisType, axis: str) -> str:
         )
     if step is None:
         return f"nothing: the input already is {dst.on(axis)}"
+    if _non_sum(dst) and src.kind is I:
+        return f"convert(x, {axis}, src=I, dst=R), then convert(x, {axis}, src=R, dst={dst})"
     expert = _TRANSITIONS.get((step.op, src.kind, dst.kind), False)
     return step.call(axis, expert=expert)
 
@@ -623,14 +857,26 @@ def transition(
     take, ``spmd-expert-mode`` for a gated pair without ``expert_mode=True``.
     Each names the operation to call instead.
     """
-    if op == "redistribute":
-        return dst  # every pair of types has a route
     code = Code.INVALID_TRANSITION if op in CASTS else Code.COLLECTIVE
+    if op == "redistribute":
+        if src.kind is P and dst.kind is P and src.reduce != dst.reduce:
+            raise SpmdTypeError(
+                code,
+                axis,
+                f"redistribute(src={src}, dst={dst}) on axis {axis} changes the pending reduction, "
+                f"which no single operation does. Fix: all_reduce(x, {axis}, src={src}, dst=R), then "
+                f"convert(x, {axis}, src=R, dst={dst}).",
+            )
+        return dst  # every other pair of types has a route
     if op in CASTS and src == dst:
         return dst
     # src=V means reinterpret(V,P) first (seed 000 on all_reduce).
     table_src = Partial if op in IMPLICIT_PARTIAL and src.kind is V else src
     gated = _TRANSITIONS.get((op, table_src.kind, dst.kind))
+    if (_non_sum(src) or _non_sum(dst)) and (op, table_src.kind, dst.kind) not in _NON_SUM_PARTIAL:
+        gated = None
+    elif _non_sum(dst):
+        gated = False  # keeping v on every rank partitions it exactly: nothing to gate
     if gated is None or not _allowed_forms(op, src, dst):
         raise SpmdTypeError(
             code,
@@ -650,6 +896,12 @@ def transition(
 
 
 def _why_not(op: str, src: AxisType, dst: AxisType) -> str:
+    if _non_sum(src) or _non_sum(dst):
+        pending = src if _non_sum(src) else dst
+        return (
+            f" (a pending {pending.reduce} is made only by convert from R or reinterpret from V, "
+            f"and resolved only by all_reduce or reduce_scatter)"
+        )
     if op == "reinterpret" and src.kind is P:
         return " (a pending sum can only be resolved by communication)"
     if op == "reinterpret" and (src.kind, dst.kind) == (I, P):
@@ -771,8 +1023,16 @@ def check_loss(loss: AxisType, axis: str, call: str = "backward()") -> None:
     The seed 1.0 on each rank is the dual gradient of an I loss (I) and of a P
     loss (R); for an R or V loss it is the wrong gradient.
     """
-    if loss.kind in (Kind.I, Kind.P):
+    if loss.kind is Kind.I or loss == Partial:
         return
+    if loss.kind is Kind.P:
+        raise SpmdTypeError(
+            Code.BACKWARD,
+            axis,
+            f"{call} seeds the gradient 1.0 on every rank, which is right for a pending sum but not "
+            f"for the pending {loss.reduce} of the loss {loss.on(axis)} on axis {axis}. Fix: "
+            f"all_reduce(loss, {axis}, src={loss}, dst=I) first.",
+        )
     raise SpmdTypeError(
         Code.BACKWARD,
         axis,

@@ -28,8 +28,12 @@ __all__ = [
     "I",
     "V",
     "P",
+    "Pavg",
+    "Pmax",
+    "Pmin",
     "S",
     "Tensor",
+    "tensor_type_of",
     "AxisAnnotation",
     "SpmdTypeLike",
     "assert_type",
@@ -64,17 +68,34 @@ def axis_name(axis: type[MeshAxis]) -> str:
     )
 
 
+AxisGroup = Union[type[MeshAxis], tuple[type[MeshAxis], ...]]
+"""One axis, or (after a shard only) the axes sharding one dim, major first."""
+
+
 class AxisAnnotation:
-    """``R@tp`` at runtime: one axis's type, as written in an annotation."""
+    """``R@tp`` at runtime: one axis's type, as written in an annotation.
+
+    ``S(0)@(dp, tp)`` keeps the tuple: dim 0 is sharded over dp, then tp.
+    """
 
     __slots__ = ("axis", "type")
 
-    def __init__(self, axis_type: algebra.AxisType, axis: type[MeshAxis]) -> None:
+    def __init__(self, axis_type: algebra.AxisType, axis: AxisGroup) -> None:
+        if isinstance(axis, tuple) and axis_type.shard is None:
+            raise TypeError(f"only a shard S(dim) spans several axes, got {axis_type}@{axis!r}")
         self.type = axis_type
         self.axis = axis
 
+    def entries(self) -> list[tuple[str, algebra.AxisType]]:
+        """``(axis name, type)`` per axis, shards of a group with their order."""
+        if not isinstance(self.axis, tuple):
+            return [(axis_name(self.axis), self.type)]
+        if len(self.axis) == 1:
+            return [(axis_name(self.axis[0]), self.type)]
+        return [(axis_name(a), algebra.Shard(self.type.shard, order)) for order, a in enumerate(self.axis)]  # type: ignore[arg-type]
+
     def __repr__(self) -> str:
-        return self.type.on(axis_name(self.axis))
+        return str(algebra.TensorType.of(dict(self.entries())))
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -122,11 +143,38 @@ class P(Generic[_Axis], metaclass=_LocalTypeMeta):
     spmd_type = algebra.Partial
 
 
+class Pavg(Generic[_Axis], metaclass=_LocalTypeMeta):
+    """Partial pending an average: the value is the mean of the ranks' parts.
+
+    Unlike a pending sum, a replicated term may be added (``avg(x_r + c) =
+    avg(x_r) + c``); gradient Replicate (``g / n`` on every rank).
+    """
+
+    spmd_type = algebra.PartialOf("avg")
+
+
+class Pmax(Generic[_Axis], metaclass=_LocalTypeMeta):
+    """Partial pending a maximum: the value is the elementwise max of the ranks' parts.
+
+    Only data movement and ops monotone in it keep it (seed 001); gradient
+    Varying (the rank attaining the max gets it).
+    """
+
+    spmd_type = algebra.PartialOf("max")
+
+
+class Pmin(Generic[_Axis], metaclass=_LocalTypeMeta):
+    """Partial pending a minimum: the mirror of :class:`Pmax`."""
+
+    spmd_type = algebra.PartialOf("min")
+
+
 class S:
     """Shard: ``S(i)`` is V whose global meaning is ``cat(parts, dim=i)``.
 
     ``S(0)@tp`` in an annotation, ``src=S(-1)`` in a collective,
-    ``S[0, tp]`` in the canonical annotation form.
+    ``S[0, tp]`` in the canonical annotation form.  ``S(0)@(dp, tp)``
+    (canonical ``S[0, dp, tp]``) shards dim 0 over dp and each part over tp.
     """
 
     __slots__ = ("dim", "spmd_type")
@@ -137,12 +185,12 @@ class S:
         self.dim = dim
         self.spmd_type = algebra.Shard(dim)
 
-    def __matmul__(self, axis: type[MeshAxis]) -> AxisAnnotation:
+    def __matmul__(self, axis: AxisGroup) -> AxisAnnotation:
         return AxisAnnotation(self.spmd_type, axis)
 
     def __class_getitem__(cls, params: Any) -> Any:
-        dim, axis = params
-        return AxisAnnotation(algebra.Shard(dim), axis)
+        dim, *axes = params
+        return AxisAnnotation(algebra.Shard(dim), axes[0] if len(axes) == 1 else tuple(axes))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, S) and other.dim == self.dim
@@ -155,7 +203,20 @@ class S:
 
 
 SpmdTypeLike = Union[_LocalTypeMeta, S]
-"""What ``src=``/``dst=`` accept: one of the classes R, I, V, P or an ``S(i)``."""
+"""What ``src=``/``dst=`` accept: one of the classes R, I, V, P, Pavg, Pmax, Pmin or an ``S(i)``."""
+
+
+def tensor_type_of(annotations: Any) -> algebra.TensorType:
+    """``(S(0)@(dp, tp), R@cp)`` -> the :class:`~spmd_stubs.algebra.TensorType` it spells."""
+    mapping: dict[str, algebra.AxisType] = {}
+    for annotation in annotations:
+        if not isinstance(annotation, AxisAnnotation):
+            raise TypeError(f"expected TYPE@axis entries such as R@tp or S(0)@(dp, tp), got {annotation!r}")
+        for name, axis_type in annotation.entries():
+            if name in mapping:
+                raise ValueError(f"axis {name} is given twice ({mapping[name].on(name)} and {axis_type.on(name)})")
+            mapping[name] = axis_type
+    return algebra.TensorType.of(mapping)
 
 
 def to_axis_type(value: Any) -> algebra.AxisType:
@@ -164,7 +225,7 @@ def to_axis_type(value: Any) -> algebra.AxisType:
         return value.spmd_type
     if isinstance(value, _LocalTypeMeta):
         return value.spmd_type
-    raise TypeError(f"expected one of R, I, V, P or S(dim) as src/dst, got {value!r}")
+    raise TypeError(f"expected one of R, I, V, P, Pavg, Pmax, Pmin or S(dim) as src/dst, got {value!r}")
 
 
 if TYPE_CHECKING:

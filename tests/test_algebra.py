@@ -14,6 +14,7 @@ import pytest
 
 from spmd_stubs import algebra
 from spmd_stubs.algebra import (
+    Monotone,
     SCALAR,
     Apply,
     Arg,
@@ -419,3 +420,155 @@ def test_algebra_imports_neither_torch_nor_mypy() -> None:
         "sys.exit(1 if bad else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# --------------------------------------------------------------------------
+# Partition specs: several axes on one dim, in order
+# --------------------------------------------------------------------------
+
+
+def test_shard_group_round_trip_keeps_order() -> None:
+    spec = TensorType.parse("S(0)@(dp,tp),R@cp")
+    assert spec.get("dp") == algebra.Shard(0, 0) and spec.get("tp") == algebra.Shard(0, 1)
+    assert spec.shard_axes(0) == ("dp", "tp")
+    assert spec.canonical() == "R@cp,S(0)@(dp,tp)"
+    assert TensorType.parse(spec.canonical()) == spec
+    assert TensorType.parse("S(0)@(tp,dp)").shard_axes(0) == ("tp", "dp")
+    assert TensorType.parse("S(0)@(tp,dp)") != spec
+
+
+def test_shard_group_decays_to_local() -> None:
+    spec = TensorType.parse("S(0)@(dp,tp)")
+    assert {t.local for _, t in spec.axes} == {algebra.Varying}
+
+
+def test_unordered_dims_are_reported() -> None:
+    assert TensorType.parse("S(0)@dp,S(0)@tp").unordered_dims() == [0]
+    assert TensorType.parse("S(0)@(dp,tp),S(1)@cp").unordered_dims() == []
+
+
+@pytest.mark.parametrize("bad", ["R@(dp,tp)", "P@(dp,tp)", "S(0)@(dp,dp)"])
+def test_only_distinct_shards_group(bad: str) -> None:
+    with pytest.raises(ValueError):
+        TensorType.parse(bad)
+
+
+# --------------------------------------------------------------------------
+# Partials pending avg, max, min (seed 001)
+# --------------------------------------------------------------------------
+
+PAVG, PMAX, PMIN = (algebra.PartialOf(r) for r in ("avg", "max", "min"))
+ADD = Apply(Linearity.ADDITIVE, Arg(0), Arg(1))
+MUL = Apply(Linearity.MULTILINEAR, Arg(0), Arg(1))
+UNARY_NONLINEAR = Apply(Linearity.NONLINEAR, Arg(0))
+
+
+def test_reduce_text_round_trip() -> None:
+    spec = TensorType.parse("Pavg@dp,Pmax@tp,Pmin@cp,P@ep")
+    assert [str(t) for _, t in spec.axes] == ["Pmin", "Pavg", "P", "Pmax"]
+    assert TensorType.parse(spec.canonical()) == spec
+    with pytest.raises(ValueError):
+        algebra.AxisType(algebra.Kind.R, reduce="max")
+    with pytest.raises(ValueError):
+        algebra.PartialOf("product")
+
+
+def test_average_is_affine_but_not_nonlinear() -> None:
+    assert evaluate(ADD, [PAVG, algebra.Replicate], "add", "tp") == PAVG
+    assert evaluate(MUL, [PAVG, SCALAR], "mul", "tp") == PAVG
+    with pytest.raises(SpmdTypeError) as err:
+        evaluate(UNARY_NONLINEAR, [PAVG], "exp", "tp")
+    assert err.value.code is Code.PARTIAL_NONLINEAR and "src=Pavg" in str(err.value)
+
+
+def test_two_reductions_do_not_mix() -> None:
+    with pytest.raises(SpmdTypeError) as err:
+        evaluate(ADD, [PAVG, algebra.Partial], "add", "tp")
+    assert err.value.code is Code.PARTIAL_AFFINE
+
+
+@pytest.mark.parametrize(
+    "effect, operands, expected",
+    [
+        (Monotone.INCREASING, [PMAX], PMAX),
+        (Monotone.DECREASING, [PMAX], PMIN),
+        (Monotone.DECREASING, [PMIN], PMAX),
+        (Monotone.MOVES, [PMAX, algebra.Replicate], PMAX),
+        (Monotone.MOVES, [PMIN, PMIN], PMIN),
+        ((Monotone.INCREASING, Monotone.DECREASING), [PMAX, algebra.Replicate], PMAX),
+        ((Monotone.INCREASING, Monotone.DECREASING), [algebra.Replicate, PMAX], PMIN),
+        (Monotone.MAX, [PMAX], PMAX),
+    ],
+)
+def test_extremum_through_monotone_ops(effect: algebra.Effect, operands: list, expected: algebra.AxisType) -> None:
+    expr = Apply(Linearity.NONLINEAR, *(Arg(i) for i in range(len(operands))))
+    assert evaluate(expr, operands, "op", "tp", effect) == expected
+
+
+@pytest.mark.parametrize(
+    "effect, operands, code",
+    [
+        (None, [PMAX], Code.PARTIAL_NONLINEAR),
+        (Monotone.MIN, [PMAX], Code.PARTIAL_NONLINEAR),
+        (Monotone.INCREASING, [PMAX, PMAX], Code.PARTIAL_MUL),
+        (Monotone.MOVES, [PMAX, algebra.Varying], Code.PARTIAL_VARYING),
+        (Monotone.MOVES, [PMAX, algebra.Invariant], Code.INVARIANT_MIX),
+        (Monotone.MOVES, [PMAX, PMIN], Code.PARTIAL_AFFINE),
+    ],
+)
+def test_extremum_rejections(effect: algebra.Effect, operands: list, code: Code) -> None:
+    expr = Apply(Linearity.NONLINEAR, *(Arg(i) for i in range(len(operands))))
+    with pytest.raises(SpmdTypeError) as err:
+        evaluate(expr, operands, "op", "tp", effect)
+    assert err.value.code is code and "tp" in str(err.value)
+
+
+def test_extremum_inside_a_composite_is_rejected() -> None:
+    linear = Apply(Linearity.ADDITIVE, Apply(Linearity.MULTILINEAR, Arg(0), Arg(1)), Arg(2))
+    with pytest.raises(SpmdTypeError):
+        evaluate(linear, [PMAX, algebra.Replicate, algebra.Replicate], "linear", "tp", Monotone.INCREASING)
+
+
+NON_SUM_VALID = [
+    ("all_reduce", "P", "R"),
+    ("all_reduce", "P", "I"),
+    ("reduce_scatter", "P", "V"),
+    ("reduce_scatter", "P", "S(0)"),
+    ("convert", "R", "P"),
+    ("reinterpret", "V", "P"),
+]
+
+
+@pytest.mark.parametrize("reduce", ["avg", "max", "min"])
+def test_non_sum_partial_transitions(reduce: str) -> None:
+    def typ(text: str) -> algebra.AxisType:
+        return algebra.PartialOf(reduce) if text == "P" else algebra.parse_axis_type(text)
+
+    for op, src, dst in NON_SUM_VALID:
+        assert transition(op, typ(src), typ(dst), "tp") == typ(dst)
+    for op, src, dst in [
+        ("reinterpret", "R", "P"),
+        ("convert", "I", "P"),
+        ("convert", "V", "P"),
+        ("convert", "P", "R"),
+        ("all_gather", "P", "R"),
+    ]:
+        with pytest.raises(SpmdTypeError) as err:
+            transition(op, typ(src), typ(dst), "tp", expert_mode=True)
+        assert f"P{reduce}" in str(err.value) and "Fix:" in str(err.value)
+
+
+def test_redistribute_cannot_change_the_reduction() -> None:
+    with pytest.raises(SpmdTypeError) as err:
+        transition("redistribute", PMAX, algebra.Partial, "tp")
+    assert "all_reduce(x, tp, src=Pmax, dst=R)" in str(err.value)
+
+
+def test_non_sum_duals_and_losses() -> None:
+    assert algebra.dual(PAVG) == algebra.Replicate
+    assert algebra.dual(PMAX) == algebra.Varying == algebra.dual(PMIN)
+    algebra.check_loss(algebra.Partial, "dp")
+    for loss in (PAVG, PMAX):
+        with pytest.raises(SpmdTypeError) as err:
+            algebra.check_loss(loss, "dp")
+        assert err.value.code is Code.BACKWARD

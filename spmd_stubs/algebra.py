@@ -975,11 +975,24 @@ def backward_of(op: str, src: AxisType, dst: AxisType) -> Step:
     already applied.  A returned ``all_reduce(V, I)`` (the backward of
     ``reinterpret(I,V)``) means that same implicit form.
 
+    A cast to the type it already has is its own backward.  The casts that
+    make a pending avg/max/min (``convert(R, Pop)``, ``reinterpret(V, Pop)``)
+    keep every rank's value, and a pending avg/max/min's gradient is already
+    each rank's share of the reduced value's gradient, so their backward is a
+    ``reinterpret`` (the identity).  The collectives that resolve a pending
+    max/min (src ``Pmax``/``Pmin``) are not single table cells backwards: the
+    runtime runs the backward of the same collective from ``P`` and splits the
+    result among the ranks attaining the extremum.
+
     >>> str(backward_of("all_gather", Varying, Replicate))
     'reduce_scatter(P,V)'
     >>> str(backward_of("reinterpret", Invariant, Replicate))
     'all_reduce(P,I)'
+    >>> str(backward_of("convert", Replicate, PartialOf("max")))
+    'reinterpret(V,P)'
     """
+    if op in CASTS and (src == dst or _non_sum(dst)):
+        return Step("reinterpret" if _non_sum(dst) else op, dual(dst), dual(src))
     return Step(_BACKWARD[(op, src.kind, dst.kind)], dual(dst), dual(src))
 
 

@@ -572,3 +572,20 @@ def test_non_sum_duals_and_losses() -> None:
         with pytest.raises(SpmdTypeError) as err:
             algebra.check_loss(loss, "dp")
         assert err.value.code is Code.BACKWARD
+
+
+@pytest.mark.parametrize("pending", [PAVG, PMAX, PMIN], ids=str)
+def test_casts_making_a_non_sum_partial_have_identity_backwards(pending: algebra.AxisType) -> None:
+    """convert(R,Pop) and reinterpret(V,Pop) keep each rank's value: the backward only retypes."""
+    for op, src in [("convert", Replicate), ("reinterpret", algebra.Varying)]:
+        step = backward_of(op, src, pending)
+        assert step == Step("reinterpret", dual(pending), dual(src))
+        # The backward is itself a valid transition (expert for reinterpret(R,P)).
+        transition(step.op, step.src, step.dst, "tp", expert_mode=True)
+
+
+def test_a_cast_to_its_own_type_is_its_own_backward() -> None:
+    assert backward_of("reinterpret", algebra.Varying, algebra.Varying) == Step(
+        "reinterpret", algebra.Varying, algebra.Varying
+    )
+    assert backward_of("convert", Replicate, Replicate) == Step("convert", Partial, Partial)

@@ -332,6 +332,8 @@ class Code(str, enum.Enum):
     ASSERT = "spmd-assert"
     INPLACE = "spmd-inplace"
     UNTYPED_COLLECTIVE = "spmd-untyped-collective"
+    SHARDED_CONTRACTION = "spmd-sharded-contraction"
+    SHARD_MISMATCH = "spmd-shard-mismatch"
 
 
 class SpmdTypeError(ValueError):

@@ -19,7 +19,7 @@ from mypy.plugin import FunctionContext, FunctionSigContext
 from mypy.types import CallableType, FunctionLike, Type
 
 from spmd_stubs import algebra
-from spmd_stubs.algebra import AxisType, Code, Invariant, Partial, Replicate, Shard, SpmdTypeError, TensorType, Varying
+from spmd_stubs.algebra import AxisType, Code, Partial, SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, report
 from spmd_mypy.annotations import (
     AnnotationError,
@@ -30,6 +30,7 @@ from spmd_mypy.annotations import (
     shard_group,
     tensor_type_of,
 )
+from spmd_mypy.megatron_table import HELPERS, Helper
 from spmd_mypy.representation import has_spmd, result_type, retype, spmd_members, updated_members
 
 COLLECTIVES_MODULE = "spmd_stubs.collectives."
@@ -49,18 +50,19 @@ class Fixed:
     """``gather_from_sequence_parallel_region(..., tensor_parallel_output_grad=False)``'s dst."""
 
 
-MEGATRON: dict[str, Fixed] = {
-    "copy_to_tensor_model_parallel_region": Fixed("convert", "tp", Invariant, Replicate),
-    "reduce_from_tensor_model_parallel_region": Fixed("all_reduce", "tp", Partial, Invariant),
-    "scatter_to_tensor_model_parallel_region": Fixed("convert", "tp", Invariant, Shard(-1)),
-    "gather_from_tensor_model_parallel_region": Fixed("all_gather", "tp", Shard(-1), Invariant),
-    "scatter_to_sequence_parallel_region": Fixed("convert", "tp", Invariant, Shard(0)),
-    "gather_from_sequence_parallel_region": Fixed("all_gather", "tp", Shard(0), Replicate, Invariant),
-    "reduce_scatter_to_sequence_parallel_region": Fixed("reduce_scatter", "tp", Partial, Shard(0)),
-    "all_gather_last_dim_from_tensor_parallel_region": Fixed("all_gather", "tp", Shard(-1), Replicate),
-    "reduce_scatter_last_dim_to_tensor_parallel_region": Fixed("reduce_scatter", "tp", Partial, Shard(-1)),
-    "all_to_all": Fixed("all_to_all", "ep", Varying, Varying),
-}
+def _fixed(helper: Helper) -> Fixed:
+    typed, unless = helper.typed, helper.dst_if_false
+    return Fixed(
+        typed.op,
+        typed.axis,
+        algebra.parse_axis_type(typed.src),
+        algebra.parse_axis_type(typed.dst),
+        None if unless is None else algebra.parse_axis_type(unless),
+    )
+
+
+MEGATRON: dict[str, Fixed] = {name: _fixed(helper) for name, helper in HELPERS.items()}
+"""The porting table (:mod:`spmd_mypy.megatron_table`, shared with ``spmd-migrate``) as typed operations."""
 
 TYPED_OPS = frozenset({*algebra.COLLECTIVES, *algebra.CASTS, "redistribute"})
 

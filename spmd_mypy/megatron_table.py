@@ -1,9 +1,12 @@
 """Megatron's and fairscale's mapping helpers as typed collectives: data only.
 
 One row per helper: the typed call it becomes and what each of its
-parameters turns into.  ``spmd_stubs.megatron`` implements the same table as
-code; ``tests/migrate/test_table.py`` runs those functions and checks that
-they issue exactly the calls written here, so the two cannot drift apart.
+parameters turns into.  The mypy plugin types ``spmd_stubs.megatron``'s
+helpers from it and ``spmd-migrate`` rewrites Megatron calls with it (this
+module imports neither mypy nor libcst, so both can load it cheaply).
+``spmd_stubs.megatron`` implements the same table as code;
+``tests/migrate/test_table.py`` runs those functions and checks that they
+issue exactly the calls written here, so the two cannot drift apart.
 
 Megatron's ``all_to_all`` splits dim 0 and concatenates on dim 0, so it is
 ``all_to_all(S(0), S(0))`` (local SPMD reads that as V -> V): the dims keep

@@ -7,7 +7,7 @@ import torch.distributed
 
 import spmd_stubs.megatron as typed_megatron
 from spmd_mypy.migrate.raw import RAW_COLLECTIVES
-from spmd_mypy.migrate.table import HELPERS
+from spmd_mypy.megatron_table import HELPERS
 from spmd_stubs import algebra
 from spmd_stubs.types import axis_name, to_axis_type
 

@@ -29,7 +29,7 @@ def clean(i: Tensor[I@tp, V@dp], p: Tensor[P@tp, V@dp], s: Tensor[S(0)@tp], last
     reveal_type(reduce_scatter_to_sequence_parallel_region(p))  # N: Tensor[V@dp, S(0)@tp]
     reveal_type(all_gather_last_dim_from_tensor_parallel_region(last))  # N: Tensor[R@tp]
     reveal_type(reduce_scatter_last_dim_to_tensor_parallel_region(p))  # N: Tensor[V@dp, S(-1)@tp]
-    reveal_type(all_to_all(None, e))  # N: Tensor[V@ep]
+    reveal_type(all_to_all(None, e))  # N: Tensor[S(0)@ep]
 
 
 def untyped_input(t: torch.Tensor) -> None:

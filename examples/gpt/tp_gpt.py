@@ -32,6 +32,12 @@ between the two cycles of seed 000's "Loss gradient types":
 
 The interior of a sub-layer is the same in both: ``R@tp -> column-parallel ->
 S(-1)@tp -> ... -> row-parallel -> P@tp``.
+
+The parallel linears and the MLP are global SPMD on tp
+(``@spmd.global_spmd(tp)``): their bodies mean the whole-tensor computation,
+the row-parallel product saying ``spmd.linear(x, w, out_partial_axes=tp)``
+where local code writes the product and then ``reinterpret(V, P)``.  Their
+annotations are the module boundary between the two modes.
 """
 
 from __future__ import annotations
@@ -117,24 +123,38 @@ def _param(params: Params, name: str, tp_rank: int, tp_size: int) -> nn.Paramete
 # --------------------------------------------------------------------------
 
 
+# The two parallel linears are written in global SPMD on tp: their bodies mean
+# the whole matrix product, and their S(i)@tp annotations say how each rank's
+# piece sits in the whole tensor.  Everything else in this file is local SPMD.
+# Side by side with the local form of row_parallel:
+#
+#     local:   spmd.reinterpret(x @ weight.T, tp, src=V, dst=P)
+#     global:  spmd.linear(x, weight, out_partial_axes=tp)
+
+
+@spmd.global_spmd(tp)
 def column_parallel(x: Tensor[R@tp], weight: Tensor[S(0)@tp]) -> Tensor[S(-1)@tp]:
     """``x @ W.T`` with W's output rows split over tp: each rank computes its output columns.
 
-    ``x`` is R: every rank uses the same input for different work, so its
-    gradient is a pending sum over tp (what the entry collective reduces).
+    No split dim is contracted, so each rank's product is its piece of the
+    global product.  ``x`` is R: every rank uses the same input for different
+    work, so its gradient is a pending sum over tp (what the entry collective
+    reduces).
     """
-    return x @ weight.T
+    return spmd.linear(x, weight)
 
 
+@spmd.global_spmd(tp)
 def row_parallel(x: Tensor[S(-1)@tp], weight: Tensor[S(1)@tp]) -> Tensor[P@tp]:
     """``x @ W.T`` with W's input columns split over tp: each rank holds a part of the sum.
 
-    The local product is V; ``reinterpret(V, P)`` states that the global
-    result is the sum of the ranks' products (the contraction dim is split).
-    Nothing may be added to it before the reduction (see the bias bug in
-    ``examples/bugs``).
+    The contracted dim is split over tp, so each rank's product is a part of
+    the global product: ``out_partial_axes=tp`` says so (in global SPMD a
+    partial result is never implicit; local code writes the product and then
+    ``reinterpret(V, P)``).  Nothing may be added to it before the reduction
+    (see the bias bug in ``examples/bugs``).
     """
-    return spmd.reinterpret(x @ weight.T, tp, src=V, dst=P)
+    return spmd.linear(x, weight, out_partial_axes=tp)
 
 
 # --------------------------------------------------------------------------
@@ -226,8 +246,11 @@ class MLP(nn.Module):
         self.w1: Tensor[S(0)@tp] = _param(params, f"{prefix}.w1", tp_rank, tp_size)
         self.w2: Tensor[S(1)@tp] = _param(params, f"{prefix}.w2", tp_rank, tp_size)
 
+    @spmd.global_spmd(tp)
     def forward(self, x: Tensor[R@tp]) -> Tensor[P@tp]:
-        return row_parallel(F.gelu(column_parallel(x, self.w1)), self.w2)
+        """Global SPMD on tp: ``gelu(x @ w1.T) @ w2.T``, the hidden dim split over tp throughout."""
+        hidden: Tensor[S(-1)@tp] = F.gelu(column_parallel(x, self.w1))
+        return row_parallel(hidden, self.w2)
 
 
 class Block(nn.Module):

@@ -1,7 +1,7 @@
 """Shared fixtures of the example tests: one mypy run over every example file.
 
 A cold mypy run over code that imports torch takes most of a minute on a
-small machine, so the bug gallery and the GPT example are checked together,
+small machine, so the bug gallery, the GPT, MLP and global-mode examples are checked together,
 once per session, with the plugin enabled and a cache shared between runs.
 The shared names live in ``spmd_examples`` (a unique module name: spawned
 gloo workers import the test modules, and ``conftest`` is ambiguous there).
@@ -15,14 +15,14 @@ from collections import defaultdict
 
 import pytest
 
-from spmd_examples import ERROR_LINE, BUGS, GPT, MLP_EXAMPLE, MYPY_CONFIG, ROOT, Diagnostic, MypyRun
+from spmd_examples import ERROR_LINE, BUGS, GLOBAL_EXAMPLE, GPT, MLP_EXAMPLE, MYPY_CONFIG, ROOT, Diagnostic, MypyRun
 
 
 @pytest.fixture(scope="session")
 def example_mypy_run(tmp_path_factory: pytest.TempPathFactory) -> MypyRun:
     config = tmp_path_factory.mktemp("mypy") / "mypy.ini"
     config.write_text(MYPY_CONFIG)
-    typed = [p for d in (BUGS, GPT) for p in d.glob("*.py")] + [MLP_EXAMPLE]
+    typed = [p for d in (BUGS, GPT) for p in d.glob("*.py")] + [MLP_EXAMPLE, GLOBAL_EXAMPLE]
     files = sorted(str(p.relative_to(ROOT)) for p in typed)
     run = subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(ROOT / ".mypy_cache"),

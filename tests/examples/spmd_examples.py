@@ -11,6 +11,7 @@ EXAMPLES = ROOT / "examples"
 BUGS = EXAMPLES / "bugs"
 GPT = EXAMPLES / "gpt"
 MLP_EXAMPLE = EXAMPLES / "train_mlp.py"
+GLOBAL_EXAMPLE = EXAMPLES / "global_mlp.py"
 MYPY_CONFIG = "[mypy]\nplugins = spmd_mypy\n"
 ERROR_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): error: (?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$")
 

@@ -21,15 +21,17 @@ V stacks/unbinds on a new leading dim; ``S(i)`` concatenates/splits on dim i.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Sequence
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Optional, Sequence, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from spmd_stubs import algebra
-from spmd_stubs._kernels import KERNELS, Comm
+from spmd_stubs._kernels import KERNELS, Comm, Kernel
 from spmd_stubs.algebra import AxisType, Kind, Step
-from spmd_stubs.mesh import AxisLike, axes_label, group_of
+from spmd_stubs.mesh import AxisLike, axes_label, group_and_size
 from spmd_stubs.types import P, SpmdTypeLike, to_axis_type
 
 __all__ = [
@@ -42,32 +44,54 @@ __all__ = [
     "redistribute",
 ]
 
+_T = TypeVar("_T")
+
 
 # --------------------------------------------------------------------------
 # The one generic mechanism
 # --------------------------------------------------------------------------
 
 
-class _Typed(torch.autograd.Function):
-    """One typed operation: the table's kernel forward, ``backward_of`` backward."""
+def _memoized(fn: Callable[..., _T]) -> Callable[..., _T]:
+    """``fn`` cached for eager calls, traced as is under ``torch.compile``.
 
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, step: Step, comm: Comm, divisor: int) -> torch.Tensor:
-        ctx.step, ctx.comm, ctx.divisor = step, comm, divisor
-        return _run(x, step, comm, divisor)
+    For pure functions of hashable arguments.  Under compile the cost is paid
+    once per trace anyway, and dynamo traces through a cache only with a warning.
+    """
+    cached = functools.lru_cache(maxsize=4096)(fn)
 
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], None, None, None]:
-        step = ctx.step
-        back = _canonical(algebra.backward_of(step.op, step.src, step.dst))
-        # Through apply, not the kernel: the backward is differentiable too.
-        # Dividing by a constant is self-adjoint, so op="avg" keeps its divisor.
-        return _Typed.apply(grad, back, ctx.comm, ctx.divisor), None, None, None
+    @functools.wraps(fn)
+    def call(*args: Any) -> _T:
+        return fn(*args) if torch.compiler.is_compiling() else cached(*args)
+
+    return call
 
 
-def _run(x: torch.Tensor, step: Step, comm: Comm, divisor: int) -> torch.Tensor:
-    y = KERNELS[(step.op, step.src.kind, step.dst.kind)](x, comm, step.src, step.dst)
-    return y if divisor == 1 else y / divisor
+@dataclass(frozen=True)
+class _Plan:
+    """A valid step with its per-call work done once: kernel and backward step."""
+
+    step: Step
+    kernel: Kernel
+    backward: Step
+    passthrough: bool
+    """A reinterpret whose backward is a reinterpret: the result is the input itself.
+
+    (A reinterpret never changes the local tensor; ``reinterpret(V,P)``,
+    ``(R,V)`` and ``(R,P)`` have such backwards, all the way down.)
+    """
+
+    def run(self, x: torch.Tensor, comm: Comm, divisor: int) -> torch.Tensor:
+        y = self.kernel(x, comm, self.step.src, self.step.dst)
+        return y if divisor == 1 else y / divisor
+
+
+@_memoized
+def _plan(step: Step) -> _Plan:
+    step = _canonical(step)
+    backward = _canonical(algebra.backward_of(step.op, step.src, step.dst))
+    kernel = KERNELS[(step.op, step.src.kind, step.dst.kind)]
+    return _Plan(step, kernel, backward, step.op == backward.op == "reinterpret")
 
 
 def _canonical(step: Step) -> Step:
@@ -79,6 +103,43 @@ def _canonical(step: Step) -> Step:
     if step.op in algebra.IMPLICIT_PARTIAL and step.src.kind is Kind.V:
         return Step(step.op, algebra.Partial, step.dst)
     return step
+
+
+@_memoized
+def _validated(op: str, src: AxisType, dst: AxisType, label: str, expert_mode: bool) -> Optional[_Plan]:
+    """``op(src, dst)``'s plan on axis ``label`` (None: nothing to do), or the algebra's error.
+
+    Validity depends on the types only, never on the tensor, so an eager call
+    site checks once (errors are not cached: raised every time).
+    """
+    algebra.transition(op, src, dst, label, expert_mode)
+    if op in algebra.CASTS and src == dst:
+        return None  # a cast to the type it already has
+    return _plan(Step(op, src, dst))
+
+
+class _Typed(torch.autograd.Function):
+    """One typed operation: the table's kernel forward, ``backward_of`` backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, plan: _Plan, comm: Comm, divisor: int) -> torch.Tensor:
+        ctx.plan, ctx.comm, ctx.divisor = plan, comm, divisor
+        return plan.run(x, comm, divisor)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], None, None, None]:
+        # Through _apply: the backward is differentiable too (create_graph=True).
+        # Dividing by a constant is self-adjoint, so op="avg" keeps its divisor.
+        return _apply(grad, _plan(ctx.plan.backward), ctx.comm, ctx.divisor), None, None, None
+
+
+def _apply(x: torch.Tensor, plan: _Plan, comm: Comm, divisor: int) -> torch.Tensor:
+    """``plan`` on ``x``, recorded for autograd only where a gradient can flow."""
+    if plan.passthrough and divisor == 1:
+        return x
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _Typed.apply(x, plan, comm, divisor)
+    return plan.run(x, comm, divisor)
 
 
 def _typed(
@@ -94,14 +155,12 @@ def _typed(
     average: bool = False,
 ) -> torch.Tensor:
     label = axes_label(axis)
-    algebra.transition(op, src, dst, label, expert_mode)
-    if op in algebra.CASTS and src == dst:
-        return x  # a cast to the type it already has: nothing to do
-    pg = group if group is not None else group_of(axis)
-    size = dist.get_world_size(pg)
+    plan = _validated(op, src, dst, label, expert_mode)
+    if plan is None:
+        return x
+    pg, size = group_and_size(axis) if group is None else (group, dist.get_world_size(group))
     sizes = _checked_split_sizes(split_sizes, size, label, src, dst)
-    comm = Comm(pg, size, sizes, label)
-    return _Typed.apply(x, _canonical(Step(op, src, dst)), comm, size if average else 1)
+    return _apply(x, plan, Comm(pg, size, sizes, label), size if average else 1)
 
 
 def _checked_split_sizes(

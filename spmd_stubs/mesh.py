@@ -39,6 +39,10 @@ _bound: dict[str, Union[DeviceMesh, ProcessGroup]] = {}
 _groups: dict[tuple[str, ...], ProcessGroup] = {}
 """axis names (outer first) -> resolved group; explicit bindings and cache."""
 
+_resolved: dict[AxisLike, tuple[ProcessGroup, int]] = {}
+"""axis or tuple of axes, as passed -> its group and size: every collective
+looks this up, so it skips the name checks; emptied by every (un)binding."""
+
 
 class UnboundAxisError(LookupError):
     """A collective names a mesh axis that no process group is bound to."""
@@ -64,7 +68,8 @@ def axes_label(axes: AxisLike) -> str:
 
 
 def _forget(names: tuple[str, ...]) -> None:
-    """Drop cached groups that involve any of ``names`` (they are rebound)."""
+    """Drop cached groups that involve any of ``names`` (they are rebound), and the per-call cache."""
+    _resolved.clear()
     for key in [k for k in _groups if set(k) & set(names)]:
         del _groups[key]
 
@@ -107,6 +112,7 @@ def unbind() -> None:
     """Forget every binding (tests, or re-initialising the process groups)."""
     _bound.clear()
     _groups.clear()
+    _resolved.clear()
 
 
 def group_of(axes: AxisLike) -> ProcessGroup:
@@ -115,6 +121,17 @@ def group_of(axes: AxisLike) -> ProcessGroup:
     Raises :class:`UnboundAxisError` naming the axis and how to bind it.
     """
     return _group(_names(axes))
+
+
+def group_and_size(axes: AxisLike) -> tuple[ProcessGroup, int]:
+    """:func:`group_of` ``axes`` and its world size, cached per ``axes`` object."""
+    try:
+        return _resolved[axes]
+    except (KeyError, TypeError):  # TypeError: unhashable, group_of says what is wrong
+        pass
+    group = group_of(axes)
+    _resolved[axes] = resolved = (group, dist.get_world_size(group))
+    return resolved
 
 
 def _group(names: tuple[str, ...]) -> ProcessGroup:

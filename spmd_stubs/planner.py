@@ -62,7 +62,7 @@ import heapq
 import itertools
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
 from spmd_stubs import algebra
 from spmd_stubs.algebra import AxisType, Code, Kind, Replicate, SpmdTypeError, TensorType
@@ -72,13 +72,55 @@ __all__ = [
     "plan",
     "naive_plan",
     "validate",
+    "spec_of_entries",
     "collective_count",
     "received",
     "DEFAULT_AXIS_SIZE",
+    "EXAMPLES",
 ]
 
 DEFAULT_AXIS_SIZE = 2
 """The size :func:`plan` assumes for an axis whose size it is not told."""
+
+EXAMPLES: tuple[tuple[str, str], ...] = (
+    # one kind of step on both axes: one flattened collective (or cast)
+    ("P@dp, P@tp", "R@dp, R@tp"),
+    ("P@dp, P@tp", "I@dp, I@tp"),
+    ("S(0)@(dp,tp)", "R@dp, R@tp"),
+    ("S(0)@(dp,tp)", "I@dp, I@tp"),
+    ("P@dp, P@tp", "S(0)@(dp,tp)"),
+    ("P@dp, P@tp", "S(1)@(tp,dp)"),
+    ("S(0)@(dp,tp)", "S(1)@(dp,tp)"),
+    ("R@dp, R@tp", "S(0)@(dp,tp)"),
+    ("I@dp, I@tp", "S(1)@(tp,dp)"),
+    ("R@dp, R@tp", "P@dp, P@tp"),
+    ("S(0)@(dp,tp)", "P@dp, P@tp"),
+    # the minor-axis rule: reorder or move axes that share a dim
+    ("S(0)@(dp,tp)", "S(0)@(tp,dp)"),
+    ("S(0)@(dp,tp)", "S(1)@dp, S(0)@tp"),
+    ("S(0)@(dp,tp)", "S(0)@dp, S(1)@tp"),
+    ("S(0)@(dp,tp)", "S(1)@(tp,dp)"),
+    ("S(0)@dp, S(1)@tp", "S(1)@(tp,dp)"),
+    ("S(0)@dp, P@tp", "S(0)@(tp,dp)"),
+    ("P@dp, S(0)@tp", "S(0)@(tp,dp)"),
+    # different kinds per axis: nothing to flatten
+    ("P@dp, S(0)@tp", "R@dp, R@tp"),
+    ("P@dp, P@tp", "S(0)@dp, R@tp"),
+    ("R@dp, S(0)@tp", "R@dp, S(1)@tp"),
+    ("P@dp, R@tp", "R@dp, S(1)@tp"),
+    # three axes
+    ("P@dp, P@cp, P@tp", "R@dp, R@cp, R@tp"),
+    ("S(0)@(dp,cp,tp)", "R@dp, R@cp, R@tp"),
+    ("S(0)@(dp,tp), P@cp", "S(0)@(dp,tp,cp)"),
+    ("S(0)@(dp,cp,tp)", "S(1)@(dp,cp,tp)"),
+    ("S(0)@(dp,cp), S(1)@tp", "S(1)@(tp,cp), S(0)@dp"),
+    # partials pending max / avg
+    ("Pmax@dp, Pmax@tp", "R@dp, R@tp"),
+    ("Pavg@dp, Pavg@tp", "R@dp, R@tp"),
+    ("Pmax@dp, S(0)@tp", "R@dp, R@tp"),
+)
+"""(src, dst) specs (``TensorType.parse`` text) of docs/redistribute.md's table,
+scripts/redistribute_savings.py and the tests."""
 
 
 # --------------------------------------------------------------------------
@@ -207,7 +249,8 @@ def _spec_of(tensor_type: TensorType, role: str, ndim: Optional[int]) -> _Spec:
             raise _error(
                 axis,
                 f"redistribute's {role} gives axis {axis} twice ({types[axis].on(axis)} and {t.on(axis)}). "
-                f"Fix: give each mesh axis one entry; for several axes on one dim write S(i)@(dp, {axis}).",
+                "Fix: give each mesh axis one entry; several axes sharding one dim are one entry, e.g. "
+                "S(0)@(dp, tp) (major axis first).",
             )
         if t.kind is Kind.V and t.shard is None:
             raise _error(
@@ -237,12 +280,32 @@ def _spec_of(tensor_type: TensorType, role: str, ndim: Optional[int]) -> _Spec:
     return _make(types, dims)
 
 
+def spec_of_entries(entries: Iterable[tuple[str, AxisType]], role: str) -> TensorType:
+    """``[("dp", S(0) order 0), ("tp", S(0) order 1)]`` (a spec as written) -> its TensorType.
+
+    ``role`` (``"src"``/``"dst"``) names the side in the error for an axis
+    given twice (``spmd-collective``).
+    """
+    mapping: dict[str, AxisType] = {}
+    for axis, t in entries:
+        if axis in mapping:
+            raise _error(
+                axis,
+                f"redistribute's {role} gives axis {axis} twice ({mapping[axis].on(axis)} and {t.on(axis)}). "
+                "Fix: give each mesh axis one entry; several axes sharding one dim are one entry, e.g. "
+                "S(0)@(dp, tp) (major axis first).",
+            )
+        mapping[axis] = t
+    return TensorType.of(mapping)
+
+
 def validate(src: TensorType, dst: TensorType, ndim: Optional[int] = None) -> None:
     """Raise :class:`~spmd_stubs.algebra.SpmdTypeError` (``spmd-collective``) for an invalid request.
 
     Invalid: a V without a shard dim, an axis given twice, a dim sharded by
     several axes with no order (``S(0)@dp, S(0)@tp``), an axis named on one
-    side only, a shard dim out of range (only when ``ndim`` is given).
+    side only, a shard dim out of range (only when ``ndim`` is given), and
+    resolving pending reductions that do not commute (``Pmax@dp, P@tp``).
     """
     _specs(src, dst, ndim)
 
@@ -263,7 +326,35 @@ def _specs(src: TensorType, dst: TensorType, ndim: Optional[int]) -> tuple[_Spec
                     f"but its {other_name} does not. Fix: name {axis} in both ({one[axis].on(axis)} "
                     f"in both keeps it), or leave it out of both (axes left out pass through unchanged).",
                 )
+    _check_reductions(src_types, dst_types)
     return start, goal
+
+
+def _check_reductions(src: Mapping[str, AxisType], dst: Mapping[str, AxisType]) -> None:
+    """Pending reductions that do not commute (a max and a sum) must not be resolved here.
+
+    ``Pmax@dp, P@tp`` means ``max`` over dp of the sums over tp, or the sum
+    over tp of the maxima over dp, depending on the program: which one the
+    type does not say, so no plan can know which to resolve first.
+    """
+    partial = {axis: t for axis, t in src.items() if t.kind is Kind.P}
+    reductions = {t.reduce for t in partial.values()}
+    if len(reductions) < 2 or not any(t.extremum for t in partial.values()):
+        return
+    changed = [axis for axis, t in partial.items() if dst[axis] != t]
+    if not changed:
+        return
+    shown = ", ".join(t.on(axis) for axis, t in partial.items())
+    first = next(axis for axis in changed if partial[axis].extremum) if any(
+        partial[axis].extremum for axis in changed
+    ) else changed[0]
+    raise _error(
+        first,
+        f"redistribute's src has pending reductions that do not commute ({shown}): the value depends "
+        f"on which is resolved first, which the types do not say. Fix: resolve them in the order the "
+        f"program means with separate calls, e.g. first all_reduce(x, {first}, src={partial[first]}, "
+        f"dst=R), then redistribute the rest.",
+    )
 
 
 # --------------------------------------------------------------------------
@@ -315,10 +406,16 @@ def _allowed(src: AxisType, dst: AxisType, dims: Sequence[int]) -> tuple[AxisTyp
 
     Its own two, R (gather out of the way, re-shard later; or resolve a
     reduction first), and, for a shard, a shard of any dim the request names
-    (parking on another dim with an all_to_all).
+    (parking on another dim with an all_to_all).  A shard that becomes a
+    pending sum takes the per-axis route's one step (see below).
     """
     if src == dst and src.shard is None:
         return (src,)
+    if src.shard is not None and dst.kind is Kind.P:
+        # A pending sum has many per-rank forms; zero-padding the shard where
+        # it is (as the per-axis route does) keeps the plan's result equal to
+        # the naive route's on every rank, not only in value.
+        return (src, dst) if dst.reduce == "sum" else (src, Replicate, dst)
     out = [src, dst, Replicate]
     if src.shard is not None:
         out += [algebra.Shard(dim) for dim in dims]
@@ -337,29 +434,41 @@ def _apply(spec: _Spec, move: _Move) -> _Spec:
     return _make(types, dims)
 
 
-def _groups(edge_src: AxisType, edge_dst: AxisType, members: list[str], spec: _Spec) -> Iterator[tuple[str, ...]]:
+def _groups(
+    edge_src: AxisType, edge_dst: AxisType, members: list[str], spec: _Spec, mesh_order: Optional[Sequence[str]]
+) -> Iterator[tuple[str, ...]]:
     """The tuples of ``members`` that one step with this edge can run on.
 
     Leaving a dim: a suffix of its axes (major first, the flattened group's
     order).  Arriving on a dim: any ordered selection (it becomes the new
     minor part, in that order).  Otherwise: any subset, in ``members``' order.
+    With ``mesh_order``, a tuple of several axes must follow it.
     """
     if edge_src.shard is not None:
         on_dim = spec.on_dim(edge_src.shard)
-        for length in range(1, len(on_dim) + 1):
-            suffix = on_dim[-length:]
-            if suffix[0] not in members:
-                return
-            yield suffix
-        return
-    for length in range(1, len(members) + 1):
-        if edge_dst.shard is not None:
-            yield from itertools.permutations(members, length)
-        else:
-            yield from itertools.combinations(members, length)
+        candidates: Iterator[tuple[str, ...]] = (
+            on_dim[-length:] for length in range(1, len(on_dim) + 1) if set(on_dim[-length:]) <= set(members)
+        )
+    elif edge_dst.shard is not None:
+        candidates = (g for length in range(1, len(members) + 1) for g in itertools.permutations(members, length))
+    else:
+        candidates = (g for length in range(1, len(members) + 1) for g in itertools.combinations(members, length))
+    for group in candidates:
+        if len(group) == 1 or mesh_order is None or _follows(group, mesh_order):
+            yield group
 
 
-def _moves(spec: _Spec, allowed: Mapping[str, tuple[AxisType, ...]], order: Sequence[str]) -> Iterator[_Move]:
+def _follows(group: Sequence[str], mesh_order: Sequence[str]) -> bool:
+    positions = [mesh_order.index(axis) if axis in mesh_order else -1 for axis in group]
+    return -1 not in positions and positions == sorted(positions)
+
+
+def _moves(
+    spec: _Spec,
+    allowed: Mapping[str, tuple[AxisType, ...]],
+    order: Sequence[str],
+    mesh_order: Optional[Sequence[str]],
+) -> Iterator[_Move]:
     types = dict(spec.types)
     edges: dict[tuple[str, AxisType, AxisType], list[str]] = {}
     for axis in order:
@@ -374,7 +483,7 @@ def _moves(spec: _Spec, allowed: Mapping[str, tuple[AxisType, ...]], order: Sequ
             if axis not in members:
                 members.append(axis)
     for (op, u, v), members in edges.items():
-        for group in _groups(u, v, members, spec):
+        for group in _groups(u, v, members, spec, mesh_order):
             yield _Move(op, group, u, v)
 
 
@@ -413,9 +522,10 @@ def _steps(start: _Spec, moves: Sequence[_Move]) -> list[PlannedStep]:
     return out
 
 
-def _order(start: _Spec, axis_order: Optional[Sequence[str]]) -> tuple[str, ...]:
+def _order(start: _Spec, mesh_order: Optional[Sequence[str]]) -> tuple[str, ...]:
+    """The request's axes, those of ``mesh_order`` first in its order, the rest by name."""
     names = [axis for axis, _ in start.types]
-    given = [axis for axis in (axis_order or ()) if axis in names]
+    given = [axis for axis in (mesh_order or ()) if axis in names]
     return tuple(dict.fromkeys([*given, *names]))
 
 
@@ -465,10 +575,12 @@ def _naive(start: _Spec, goal: _Spec, order: Sequence[str]) -> list[_Move]:
         move = next((m for m in (_direct(spec, goal, a, goal.type_of(a)) for a in pending) if m), None)
         if move is None:
             # Every remaining step is blocked: gather a minor axis that must
-            # leave its dim to R (it is re-sharded later).
+            # leave its dim to R (it is re-sharded later), or take an axis
+            # with no single step to its destination through R.
             leaving = [a for a in pending if spec.type_of(a).shard is not None]
-            move = next((m for m in (_direct(spec, goal, a, Replicate) for a in leaving) if m), None)
-        if move is None:  # pragma: no cover -- every request has a route (see _check_reachable)
+            stuck = [a for a in pending if a not in leaving and _edge(spec.type_of(a), goal.type_of(a)) is None]
+            move = next((m for m in (_direct(spec, goal, a, Replicate) for a in leaving + stuck) if m), None)
+        if move is None:  # pragma: no cover -- every type reaches R and R reaches every type
             raise _error(pending[0], f"no per-axis route from {start.tensor_type()} to {goal.tensor_type()}")
         moves.append(move)
         spec = _apply(spec, move)
@@ -482,8 +594,15 @@ def _naive(start: _Spec, goal: _Spec, order: Sequence[str]) -> list[_Move]:
 # --------------------------------------------------------------------------
 
 
-def _search(start: _Spec, goal: _Spec, order: Sequence[str], size: "functools.partial[int]", bound: tuple[int, int]) -> list[_Move]:
+def _search(
+    start: _Spec,
+    goal: _Spec,
+    mesh_order: Optional[Sequence[str]],
+    size: "functools.partial[int]",
+    bound: tuple[int, int],
+) -> list[_Move]:
     """Dijkstra on (elements received, collectives, steps), within ``bound`` (collectives, steps)."""
+    order = _order(start, mesh_order)
     dims = sorted({dim for spec in (start, goal) for dim, _ in spec.dims})
     allowed = {axis: _allowed(start.type_of(axis), goal.type_of(axis), dims) for axis in order}
     tie = itertools.count()
@@ -501,7 +620,7 @@ def _search(start: _Spec, goal: _Spec, order: Sequence[str], size: "functools.pa
         if any(c <= collectives and s <= steps for c, s in seen):
             continue
         seen.append((collectives, steps))
-        for move in _moves(spec, allowed, order):
+        for move in _moves(spec, allowed, order, mesh_order):
             c = collectives + (move.op in algebra.COLLECTIVES)
             s = steps + 1
             if c > bound[0] or s > bound[1]:
@@ -521,7 +640,7 @@ def naive_plan(
     dst: TensorType,
     *,
     ndim: Optional[int] = None,
-    axis_order: Optional[Sequence[str]] = None,
+    mesh_order: Optional[Sequence[str]] = None,
 ) -> list[PlannedStep]:
     """The per-axis route from spec ``src`` to spec ``dst``: one axis per step.
 
@@ -529,15 +648,14 @@ def naive_plan(
     its destination when the minor-axis rule allows it (it leaves a dim only
     as the minor axis, it arrives as the next axis ``dst`` wants there);
     when no axis can, the first minor axis that must leave is gathered to R
-    and re-sharded later.  Axes are tried in ``axis_order`` (default: by
-    name).  ``ndim`` (the tensor's rank) lets ``S(-1)`` and ``S(ndim-1)``
+    and re-sharded later.  Axes are tried in ``mesh_order``, then by name.  ``ndim`` (the tensor's rank) lets ``S(-1)`` and ``S(ndim-1)``
     mean the same dim.
 
     ``S(0)@(dp,tp) -> R@dp, R@tp`` is ``all_gather(tp, S(0), R)`` then
     ``all_gather(dp, S(0), R)``.
     """
     start, goal = _specs(src, dst, ndim)
-    return _steps(start, _naive(start, goal, _order(start, axis_order)))
+    return _steps(start, _naive(start, goal, _order(start, mesh_order)))
 
 
 def plan(
@@ -546,7 +664,7 @@ def plan(
     *,
     sizes: Optional[Mapping[str, int]] = None,
     ndim: Optional[int] = None,
-    axis_order: Optional[Sequence[str]] = None,
+    mesh_order: Optional[Sequence[str]] = None,
 ) -> list[PlannedStep]:
     """The planned route from spec ``src`` to spec ``dst``, flattening where it pays.
 
@@ -556,10 +674,12 @@ def plan(
     n ranks receives n-1 local parts, an all_reduce 2(n-1)/n, a
     reduce_scatter or all_to_all (n-1)/n of the local tensor), then the
     fewest collectives, then the fewest steps.  ``sizes`` gives the axis
-    sizes (default :data:`DEFAULT_AXIS_SIZE` each); ``axis_order`` the
-    order of the axes in a flattened tuple where the order does not matter
-    (all_reduce, the converts between R, I and P); ``ndim`` as in
-    :func:`naive_plan`.
+    sizes (default :data:`DEFAULT_AXIS_SIZE` each); ``ndim`` as in
+    :func:`naive_plan`.  ``mesh_order`` (the mesh's dim names): every
+    flattened tuple follows it, as ``DeviceMesh`` flattens only in its own
+    order (the simulated world builds no other groups; real ranks can, by an
+    exchange the first time); where the order does not matter (all_reduce,
+    the converts among R, I and P) tuples are written in it, else by name.
 
     Examples (2 x 2 mesh)::
 
@@ -573,15 +693,18 @@ def plan(
     Raises :class:`~spmd_stubs.algebra.SpmdTypeError` as :func:`validate`.
     """
     key = tuple(sorted((sizes or {}).items()))
-    return list(_plan(src, dst, key, ndim, tuple(axis_order or ())))
+    return list(_plan(src, dst, key, ndim, None if mesh_order is None else tuple(mesh_order)))
 
 
 @functools.lru_cache(maxsize=1024)
 def _plan(
-    src: TensorType, dst: TensorType, sizes: tuple[tuple[str, int], ...], ndim: Optional[int], axis_order: tuple[str, ...]
+    src: TensorType,
+    dst: TensorType,
+    sizes: tuple[tuple[str, int], ...],
+    ndim: Optional[int],
+    mesh_order: Optional[tuple[str, ...]],
 ) -> tuple[PlannedStep, ...]:
     start, goal = _specs(src, dst, ndim)
-    order = _order(start, axis_order)
-    naive = _naive(start, goal, order)
+    naive = _naive(start, goal, _order(start, mesh_order))
     bound = (sum(m.op in algebra.COLLECTIVES for m in naive), len(naive))
-    return tuple(_steps(start, _search(start, goal, order, _size_of(dict(sizes)), bound)))
+    return tuple(_steps(start, _search(start, goal, mesh_order, _size_of(dict(sizes)), bound)))

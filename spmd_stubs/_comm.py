@@ -16,7 +16,10 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch.distributed._local_tensor import LocalTensor, enabled_local_tensor_mode
 
-__all__ = ["all_reduce_sum", "all_gather_on", "reduce_scatter_on", "all_to_all_rows"]
+__all__ = ["REDUCE_OPS", "all_reduce_on", "all_gather_on", "reduce_scatter_on", "all_to_all_rows"]
+
+REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+"""The reductions the kernels run (a pending avg is a sum divided by the group size)."""
 
 
 def _eager(x: torch.Tensor) -> bool:
@@ -27,12 +30,12 @@ def _eager(x: torch.Tensor) -> bool:
     )
 
 
-def all_reduce_sum(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
-    """The sum over the group, on every rank."""
+def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") -> torch.Tensor:
+    """The elementwise ``op`` (a key of :data:`REDUCE_OPS`) over the group, on every rank."""
     if not _eager(x):
-        return funcol.wait_tensor(funcol.all_reduce(x.contiguous(), "sum", group))
+        return funcol.wait_tensor(funcol.all_reduce(x.contiguous(), op, group))
     out = x.clone(memory_format=torch.contiguous_format)
-    dist.all_reduce(out, group=group)
+    dist.all_reduce(out, op=REDUCE_OPS[op], group=group)
     return out
 
 
@@ -46,13 +49,15 @@ def all_gather_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int
     return out if dim == 0 else torch.cat(out.chunk(size), dim)
 
 
-def reduce_scatter_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int) -> torch.Tensor:
-    """Chunk ``k`` (on ``dim``) of the sum over the group, on rank ``k``."""
+def reduce_scatter_on(
+    x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int, op: str = "sum"
+) -> torch.Tensor:
+    """Chunk ``k`` (on ``dim``) of the elementwise ``op`` over the group, on rank ``k``."""
     if not _eager(x):
-        return funcol.wait_tensor(funcol.reduce_scatter_single(x.contiguous(), "sum", dim, group))
+        return funcol.wait_tensor(funcol.reduce_scatter_single(x.contiguous(), op, dim, group))
     rows = x.contiguous() if dim == 0 else torch.cat(x.chunk(size, dim))
     out = rows.new_empty((rows.size(0) // size, *rows.shape[1:]))
-    dist.reduce_scatter_single(out, rows, group=group)
+    dist.reduce_scatter_single(out, rows, op=REDUCE_OPS[op], group=group)
     return out
 
 

@@ -5,7 +5,14 @@ A kernel maps the local tensor of one rank to its result, given the group
 laid out by its type: ``V`` stacks/unbinds on a new leading dim, ``S(i)``
 concatenates/splits on dim ``i`` (negative dims count from the end, uneven
 parts where ``split_sizes`` says so).  Backwards are not written here: they are
-the kernels of the operations :func:`spmd_stubs.algebra.backward_of` names.
+the kernels of the operations :func:`spmd_stubs.algebra.backward_of` names,
+and for a pending max/min that :func:`partial_share` then splits among the
+ranks.
+
+A pending reduction other than the sum (``Pavg``, ``Pmax``, ``Pmin``) reaches
+the same cells: ``all_reduce``/``reduce_scatter`` reduce with max/min (a pending
+avg is the sum, divided by the group size by the caller), and ``convert(R, Pop)``
+keeps the value on every rank, which is exact for avg/max/min (seed 001).
 """
 
 from __future__ import annotations
@@ -17,11 +24,11 @@ import torch
 import torch.distributed as dist
 
 from spmd_stubs import algebra
-from spmd_stubs._comm import all_gather_on, all_reduce_sum, all_to_all_rows, reduce_scatter_on
+from spmd_stubs._comm import all_gather_on, all_reduce_on, all_to_all_rows, reduce_scatter_on
 from spmd_stubs._ranks import per_rank
 from spmd_stubs.algebra import AxisType, Kind
 
-__all__ = ["Comm", "KERNELS", "Kernel"]
+__all__ = ["Comm", "KERNELS", "Kernel", "partial_share"]
 
 
 @dataclass(frozen=True)
@@ -133,9 +140,9 @@ def _gather_stacked(x: torch.Tensor, comm: Comm) -> torch.Tensor:
     return all_gather_on(x.unsqueeze(0), 0, comm.group, comm.size)
 
 
-def _reduce_scatter_stacked(x: torch.Tensor, comm: Comm) -> torch.Tensor:
-    """Entry ``k`` of dim 0 of the rank sum, on rank ``k`` (dim 0 has size ``comm.size``)."""
-    return reduce_scatter_on(x, 0, comm.group, comm.size).squeeze(0)
+def _reduce_scatter_stacked(x: torch.Tensor, comm: Comm, op: str = "sum") -> torch.Tensor:
+    """Entry ``k`` of dim 0 of the rank sum (or ``op``), on rank ``k`` (dim 0 has size ``comm.size``)."""
+    return reduce_scatter_on(x, 0, comm.group, comm.size, op).squeeze(0)
 
 
 def _exchange_stacked(x: torch.Tensor, comm: Comm) -> torch.Tensor:
@@ -161,7 +168,12 @@ def _keep_slice(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> to
 
 
 def _keep_first(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
-    """convert(R|I, P): rank 0 keeps the value, the others hold zeros, so the sum is the value."""
+    """convert(R|I, P): rank 0 keeps the value, the others hold zeros, so the sum is the value.
+
+    A pending avg/max/min of copies of the value is the value: every rank keeps it.
+    """
+    if dst.reduce != "sum":
+        return _identity(x, comm, src, dst)
     return per_rank(x, comm.group, lambda k, t: t.clone() if k == 0 else torch.zeros_like(t))
 
 
@@ -186,9 +198,14 @@ def _zeros_part(t: torch.Tensor, dim: int, length: int) -> torch.Tensor:
     return t.new_zeros(shape)
 
 
+def _reduction(src: AxisType) -> str:
+    """What the communication reduces with: max/min, else the sum (an avg divides it afterwards)."""
+    return src.reduce if src.extremum else "sum"
+
+
 def _all_reduce(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
-    """all_reduce(P, R|I): every rank gets the sum."""
-    return all_reduce_sum(x, comm.group)
+    """all_reduce(P, R|I): every rank gets the sum (the max, the min)."""
+    return all_reduce_on(x, comm.group, _reduction(src))
 
 
 def _all_gather(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
@@ -213,17 +230,19 @@ def _padded_part(x: torch.Tensor, comm: Comm, layout: AxisType) -> torch.Tensor:
 
 
 def _reduce_scatter(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
-    """reduce_scatter(P, V|S(i)): rank k gets part k of the sum."""
+    """reduce_scatter(P, V|S(i)): rank k gets part k of the sum (the max, the min)."""
+    op = _reduction(src)
     if dst.shard is None:
         _check_whole(x, comm, dst)
-        return _reduce_scatter_stacked(x, comm)
+        return _reduce_scatter_stacked(x, comm, op)
     dim = _shard_dim(dst, x, comm)
     if comm.split_sizes is None:
         _check_whole(x, comm, dst)
-        return reduce_scatter_on(x, dim, comm.group, comm.size)
+        return reduce_scatter_on(x, dim, comm.group, comm.size, op)
     longest = max(comm.split_sizes)
     parts = _split(x, comm, dst)
-    mine = _reduce_scatter_stacked(torch.stack([_pad_to(p, dim, longest) for p in parts]), comm)
+    # The padding is cut off again, so its value never matters, not even for max/min.
+    mine = _reduce_scatter_stacked(torch.stack([_pad_to(p, dim, longest) for p in parts]), comm, op)
     sizes = comm.split_sizes
     return per_rank(mine, comm.group, lambda k, t: t.narrow(dim, 0, sizes[k]).clone())
 
@@ -240,6 +259,32 @@ def _all_to_all(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> to
 
 def _on_dim0(layout: AxisType, x: torch.Tensor, comm: Comm) -> bool:
     return layout.shard is None or _shard_dim(layout, x, comm) == 0
+
+
+# --------------------------------------------------------------------------
+# The gradient of a pending reduction other than the sum
+# --------------------------------------------------------------------------
+
+
+def partial_share(x: torch.Tensor, reduced: torch.Tensor, comm: Comm, reduce: str) -> torch.Tensor:
+    """``d reduced / d x`` on this rank, elementwise: this rank's share of the reduced value's gradient.
+
+    ``x`` is this rank's part of a pending ``reduce``, ``reduced`` the reduction
+    over the group in ``x``'s layout.  avg: ``1/n`` everywhere.  max/min: 1 where
+    this rank's part attains the result and no other rank's does; ``k`` ranks
+    tying share it as ``1/k`` each, as ``torch.amax``'s backward does (one
+    all-reduce counts them).  The share is a constant for autograd: max and min
+    are piecewise linear, so a gradient of the gradient sees the same share.
+    """
+    if reduce == "avg":
+        return x.new_full((), 1.0 / comm.size)
+    if reduce not in ("max", "min"):
+        raise ValueError(f"partial_share is for a pending avg, max or min, not {reduce!r}")
+    with torch.no_grad():
+        attains = (x == reduced).to(x.dtype)
+        ties = all_reduce_on(attains, comm.group, "sum")
+        # A NaN attains nothing anywhere: no share instead of 0/0.
+        return attains / ties.clamp_min(1)
 
 
 _R, _I, _V, _P = Kind.R, Kind.I, Kind.V, Kind.P

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional, Sequence, TypeVar
+from typing import Any, Callable, Literal, Optional, Sequence, TypeVar, overload
 
 import torch
 import torch.distributed as dist
 
-from spmd_stubs import algebra
+from spmd_stubs import algebra, planner
 from spmd_stubs._kernels import KERNELS, Comm, Kernel
 from spmd_stubs.algebra import AxisType, Kind, Step
-from spmd_stubs.mesh import AxisLike, axes_label, group_and_size
-from spmd_stubs.types import P, SpmdTypeLike, to_axis_type
+from spmd_stubs.mesh import AxisLike, axes_label, group_and_size, group_of, mesh_dim_order
+from spmd_stubs.types import AxisAnnotation, P, SpmdTypeLike, axis_name, to_axis_type
 
 __all__ = [
     "all_reduce",
@@ -419,6 +419,7 @@ def convert(
     )
 
 
+@overload
 def redistribute(
     x: torch.Tensor,
     axis: AxisLike,
@@ -426,15 +427,84 @@ def redistribute(
     src: SpmdTypeLike,
     dst: SpmdTypeLike,
     group: Optional[dist.ProcessGroup] = None,
+) -> torch.Tensor: ...
+
+
+@overload
+def redistribute(x: torch.Tensor, src: Sequence[AxisAnnotation], dst: Sequence[AxisAnnotation], /) -> torch.Tensor: ...
+
+
+def redistribute(
+    x: torch.Tensor,
+    axis: Any,
+    dst_spec: Optional[Sequence[AxisAnnotation]] = None,
+    *,
+    src: Optional[SpmdTypeLike] = None,
+    dst: Optional[SpmdTypeLike] = None,
+    group: Optional[dist.ProcessGroup] = None,
 ) -> torch.Tensor:
     """Change the type keeping the meaning, communicating where needed.
 
-    Routes through :func:`spmd_stubs.algebra.route` (``all_gather`` for
-    ``S(i)->R|I``, ``all_reduce`` for ``P->R|I``, ``reduce_scatter`` for
+    ``redistribute(x, tp, src=R, dst=S(0))``: one axis (or a flattened
+    tuple).  Routes through :func:`spmd_stubs.algebra.route` (``all_gather``
+    for ``S(i)->R|I``, ``all_reduce`` for ``P->R|I``, ``reduce_scatter`` for
     ``P->S(i)``, ``all_to_all`` for ``S(i)->S(j)``, ``convert`` for the rest)
     and passes ``expert_mode=True``: redistributing is intentional.
+
+    ``redistribute(x, (S(0)@(dp, tp),), (R@dp, R@tp))``: between two
+    partition specs (tuples of ``TYPE@axis``; axes left out of both pass
+    through).  :func:`spmd_stubs.planner.plan` picks the steps, flattening
+    same-kind steps on several axes into one collective (here one
+    ``all_gather`` over ``(dp, tp)``), and each runs as the typed operation,
+    so gradients flow through their backwards.  See docs/redistribute.md.
     """
+    if dst_spec is not None or _is_spec(axis):
+        if src is not None or dst is not None or group is not None:
+            raise TypeError(
+                "redistribute(x, src_spec, dst_spec) takes the two partition specs only, e.g. "
+                "redistribute(x, (S(0)@(dp, tp),), (R@dp, R@tp)); src=/dst=/group= belong to the "
+                "per-axis form redistribute(x, tp, src=..., dst=...)"
+            )
+        return _redistribute_specs(x, axis, dst_spec)
+    if src is None or dst is None:
+        raise TypeError("redistribute(x, axis, src=..., dst=...) needs both src and dst")
     step = algebra.route(to_axis_type(src), to_axis_type(dst))
     if step is None:
         return x
     return _typed(step.op, x, axis, step.src, step.dst, expert_mode=True, group=group)
+
+
+def _is_spec(value: Any) -> bool:
+    """A partition spec is a tuple/list of ``TYPE@axis`` (a flattened axis is a tuple of axes)."""
+    return isinstance(value, (tuple, list)) and any(isinstance(item, AxisAnnotation) for item in value)
+
+
+def _spec_of(spec: Any, role: str, axes: dict[str, Any]) -> algebra.TensorType:
+    """A written spec -> its TensorType; records each axis name's ``MeshAxis`` in ``axes``."""
+    if not isinstance(spec, (tuple, list)):
+        raise TypeError(
+            f"redistribute's {role} spec must be a tuple of TYPE@axis entries such as (S(0)@(dp, tp), R@cp), "
+            f"got {spec!r}"
+        )
+    entries: list[tuple[str, AxisType]] = []
+    for annotation in spec:
+        if not isinstance(annotation, AxisAnnotation):
+            raise TypeError(
+                f"redistribute's {role} spec takes TYPE@axis entries such as R@tp or S(0)@(dp, tp), "
+                f"got {annotation!r}"
+            )
+        group = annotation.axis if isinstance(annotation.axis, tuple) else (annotation.axis,)
+        axes.update((axis_name(a), a) for a in group)
+        entries += annotation.entries()
+    return planner.spec_of_entries(entries, role)
+
+
+def _redistribute_specs(x: torch.Tensor, src_spec: Any, dst_spec: Any) -> torch.Tensor:
+    axes: dict[str, Any] = {}
+    src, dst = _spec_of(src_spec, "src", axes), _spec_of(dst_spec, "dst", axes)
+    sizes = {name: dist.get_world_size(group_of(axis)) for name, axis in axes.items()}
+    steps = planner.plan(src, dst, sizes=sizes, ndim=x.dim(), mesh_order=mesh_dim_order(tuple(axes)))
+    for step in steps:
+        group = tuple(axes[name] for name in step.axes)
+        x = _typed(step.op, x, group if len(group) > 1 else group[0], step.src, step.dst, expert_mode=True)
+    return x

@@ -197,3 +197,15 @@ def _flatten_groups(names: tuple[str, ...]) -> ProcessGroup:
     # sort_ranks=False keeps the flattened order as the group rank order.
     return dist.new_group(ranks, use_local_synchronization=True, sort_ranks=False)
 
+
+def mesh_dim_order(names: tuple[str, ...]) -> Union[tuple[str, ...], None]:
+    """The ``mesh_dim_names`` of the one ``DeviceMesh`` all of ``names`` are bound to, else None.
+
+    A ``DeviceMesh`` flattens its dims only in this order, so a planner that
+    flattens several axes into one collective keeps to it.
+    """
+    sources = [_bound.get(name) for name in names]
+    first = sources[0] if sources else None
+    if isinstance(first, DeviceMesh) and all(source is first for source in sources):
+        return tuple(first.mesh_dim_names or ())
+    return None

@@ -16,7 +16,7 @@ from mypy.types import Type
 
 from spmd_stubs import algebra
 from spmd_stubs.algebra import SpmdTypeError, TensorType
-from spmd_mypy import errorcodes, report
+from spmd_mypy import errorcodes, global_mode, report
 from spmd_mypy.config import Config
 from spmd_mypy.inference import Actual, OpCall, infer
 from spmd_mypy.ops import Rule, effect_for, out_of_place, rule_for
@@ -47,6 +47,7 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
         receiver = Actual(None, ctx.type)
         operands = [[receiver], *_actuals(ctx.arg_types, ctx.args)]
         call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, effect_for(name))
+        call.refine = global_mode.op_refiner(ctx, name, call.name, method=True)
         results = infer(rule, call)
         if results is None:
             return ctx.default_return_type
@@ -67,6 +68,7 @@ def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type
             return _unmodelled(ctx.api, ctx.context, name, flat, ctx.default_return_type, config)
         actuals = _actuals(ctx.arg_types, ctx.args)
         call = OpCall(display_name(name), actuals, ctx.context, ctx.api, config, effect_for(name))
+        call.refine = global_mode.op_refiner(ctx, name, call.name, method=False)
         results = infer(rule, call)
         if results is None:
             return ctx.default_return_type
@@ -83,6 +85,7 @@ def attribute_hook(rule: Rule, name: str, config: Config) -> Callable[[Attribute
 
     def hook(ctx: AttributeContext) -> Type:
         call = OpCall(name, [[Actual(None, ctx.type)]], ctx.context, ctx.api, config, effect_for(name))
+        call.refine = global_mode.attribute_refiner(ctx.api, name)
         results = infer(rule, call)
         return ctx.default_attr_type if results is None else result_type(ctx.default_attr_type, results)
 

@@ -20,7 +20,7 @@ from mypy.types import CallableType, FunctionLike, Type
 
 from spmd_stubs import algebra
 from spmd_stubs.algebra import AxisType, Code, Partial, SpmdTypeError, TensorType
-from spmd_mypy import errorcodes, report
+from spmd_mypy import errorcodes, global_mode, report
 from spmd_mypy.annotations import (
     AnnotationError,
     DimText,
@@ -158,8 +158,10 @@ def _flag(expr: Expression | None, default: bool) -> bool | None:
 # --------------------------------------------------------------------------
 
 
-def apply(request: Request, report_error: Callable[[SpmdTypeError], None]) -> list[TensorType | None]:
-    """The result types of ``request`` over its input's union members."""
+def apply(
+    request: Request, report_error: Callable[[SpmdTypeError], None], global_axes: frozenset[str] = frozenset()
+) -> list[TensorType | None]:
+    """The result types of ``request`` over its input's union members (shard forms only on ``global_axes``)."""
 
     def update(mapping: dict[str, AxisType]) -> None:
         for axis in request.axes:
@@ -167,6 +169,9 @@ def apply(request: Request, report_error: Callable[[SpmdTypeError], None]) -> li
                 algebra.transition(request.op, request.src, request.dst, axis, request.expert_mode)
                 if axis in mapping:
                     algebra.check_source(request.op, request.src, mapping[axis], axis)
+                if axis in global_axes:
+                    global_mode.global_collective(request.op, request.src, request.dst, mapping, axis, global_axes)
+                    continue
             except SpmdTypeError as error:
                 report_error(error)
             mapping[axis] = request.dst
@@ -177,7 +182,7 @@ def apply(request: Request, report_error: Callable[[SpmdTypeError], None]) -> li
 def _typed(ctx: FunctionContext, request: Request | None) -> Type:
     if request is None:
         return ctx.default_return_type
-    results = apply(request, lambda error: report.rule_error(ctx.api, ctx.context, error))
+    results = apply(request, lambda error: report.rule_error(ctx.api, ctx.context, error), global_mode.current_axes(ctx.api))
     return result_type(ctx.default_return_type, results)
 
 

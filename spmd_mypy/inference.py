@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Iterator, Sequence, Union
+from typing import Callable, Iterator, Sequence, Union
 
 from mypy.nodes import CallExpr, Context, Expression, ListExpr, RefExpr, TupleExpr
 from mypy.plugin import CheckerPluginInterface
@@ -62,6 +62,8 @@ class OpCall:
     config: Config
     effect: Effect = None
     """What the op does to a pending max/min (``ops.EFFECTS``, by the op's own name: ``__rsub__`` is not ``sub``)."""
+    refine: Callable[[Sequence[Choice], TensorType | None], TensorType | None] | None = None
+    """Global SPMD (:mod:`spmd_mypy.global_mode`): the local result refined on the global axes."""
 
 
 def choices(actual: Actual) -> list[Choice]:
@@ -169,7 +171,8 @@ def infer(rule: Rule, call: OpCall) -> list[TensorType | None] | None:
         if call.config.strict:
             _report_missing_axes(expr, combination, call)
         try:
-            results.append(judge(expr, combination, call.name, call.effect))
+            result = judge(expr, combination, call.name, call.effect)
+            results.append(result if call.refine is None else call.refine(combination, result))
         except SpmdTypeError as error:
             report.rule_error(call.api, call.context, error)
             results.append(None)

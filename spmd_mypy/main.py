@@ -28,7 +28,7 @@ from mypy.plugin import (
 from mypy.types import AnyType, TypeOfAny
 
 from spmd_stubs import algebra
-from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism
+from spmd_mypy import backward, calls, collectives, config, errorcodes, global_mode, polymorphism
 from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, shard_outside_tensor
 from spmd_mypy.collectives import (
     ASSERT_TYPE,
@@ -123,6 +123,10 @@ class SpmdPlugin(Plugin):
             return guarded(collectives.megatron_hook(MEGATRON[name]))
         if fullname == ASSERT_TYPE:
             return guarded(collectives.assert_type_hook)
+        if fullname in global_mode.REGIONS:
+            return guarded(global_mode.region_hook)
+        if module == global_mode.OPS_MODULE and name in global_mode.SPMD_OPS:
+            return guarded(global_mode.spmd_op_hook(name, self.config))
         if fullname in _AUTOGRAD:
             return guarded(backward.autograd_hook(*_AUTOGRAD[fullname]))
         if module in UNTYPED_MODULES and name in UNTYPED:
@@ -138,13 +142,13 @@ class SpmdPlugin(Plugin):
             return guarded(collectives.megatron_signature)
         if fullname.startswith(_NO_POLYMORPHISM):
             return None
-        return guarded(polymorphism.instantiate)
+        return guarded(global_mode.signature_hook)
 
     @functools.lru_cache(maxsize=None)
     def get_method_signature_hook(self, fullname: str) -> Callable[[MethodSigContext], Any] | None:
         if fullname.startswith(_NO_POLYMORPHISM):
             return None
-        return guarded(polymorphism.instantiate)
+        return guarded(global_mode.signature_hook)
 
     @functools.lru_cache(maxsize=None)
     def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Any] | None:

@@ -202,3 +202,137 @@ def rule_for(name: str) -> Rule | None:
 
 def effect_for(name: str) -> Effect:
     return EFFECTS.get(out_of_place(name)[0])
+
+
+# --------------------------------------------------------------------------
+# Shape behaviour (global SPMD): which dims an op keeps, moves, reduces or acts along
+# --------------------------------------------------------------------------
+
+REQUIRED = object()
+"""A shape parameter without a default: a call that does not pass it statically has no rule."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How an op treats tensor dims, for shard propagation (:mod:`spmd_stubs.sharding`).
+
+    ``kind`` names the behaviour; ``params`` are the op's parameters that give
+    its dims, as ``(name, default)`` (``REQUIRED``: no default); ``partial``
+    is the pending reduction an ``out_partial_axes`` call leaves on a reduced
+    sharded dim (``sum`` for sum, ``max`` for amax), None where the op has
+    no ``spmd.*`` form with ``out_partial_axes``.
+    """
+
+    kind: str
+    params: tuple[tuple[str, object], ...] = ()
+    partial: str | None = None
+
+
+POINTWISE = Shape("pointwise")
+_DIM0 = (("dim", 0),)
+_REDUCE = (("dim", None), ("keepdim", False))
+
+_POINTWISE_NAMES = """
+clone detach contiguous float half double bfloat16 to type type_as cuda cpu real imag conj neg negative
+__neg__ __pos__ positive requires_grad_ pin_memory data
+exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh
+sigmoid logit relu relu6 gelu silu mish elu selu celu leaky_relu hardtanh hardswish hardsigmoid softplus
+softsign tanhshrink threshold sqrt rsqrt abs absolute square pow float_power reciprocal sign sgn signbit
+floor ceil round trunc frac fmod remainder clamp clip clamp_min clamp_max erf erfc erfinv maximum minimum
+fmax fmin isnan isinf isfinite eq ne lt le gt ge greater less greater_equal less_equal not_equal
+logical_and logical_or logical_not logical_xor bitwise_and bitwise_or bitwise_xor bitwise_not nan_to_num
+dropout dropout1d dropout2d alpha_dropout feature_alpha_dropout
+__pow__ __rpow__ __lt__ __le__ __gt__ __ge__ __eq__ __ne__ __and__ __rand__ __or__ __ror__ __xor__ __rxor__
+__invert__ __floordiv__ __rfloordiv__ __mod__ __rmod__ __abs__ floor_divide
+add sub subtract __add__ __radd__ __sub__ __rsub__ rsub lerp mul multiply __mul__ __rmul__
+div divide true_divide __truediv__ __rtruediv__ masked_fill where addcmul addcdiv
+""".split()
+
+SHAPES: dict[str, Shape] = {
+    **{name: POINTWISE for name in _POINTWISE_NAMES},
+    # contractions (einsum's rule, seed 000)
+    "matmul": Shape("matmul", partial="sum"),
+    "__matmul__": Shape("matmul", partial="sum"),
+    "__rmatmul__": Shape("rmatmul"),
+    "mm": Shape("mm", partial="sum"),
+    "bmm": Shape("bmm", partial="sum"),
+    "mv": Shape("mv"),
+    "dot": Shape("dot"),
+    "vdot": Shape("dot"),
+    "outer": Shape("outer"),
+    "ger": Shape("outer"),
+    "einsum": Shape("einsum", partial="sum"),
+    "linear": Shape("linear", partial="sum"),
+    "scaled_dot_product_attention": Shape("attention"),
+    # reductions over dims
+    "sum": Shape("reduce", _REDUCE, partial="sum"),
+    "nansum": Shape("reduce", _REDUCE, partial="sum"),
+    "mean": Shape("reduce", _REDUCE),
+    "amax": Shape("reduce", _REDUCE, partial="max"),
+    "amin": Shape("reduce", _REDUCE, partial="min"),
+    "max": Shape("reduce_or_pointwise", _REDUCE),
+    "min": Shape("reduce_or_pointwise", _REDUCE),
+    "prod": Shape("reduce", _REDUCE),
+    "logsumexp": Shape("reduce", (("dim", REQUIRED), ("keepdim", False))),
+    "var": Shape("reduce", _REDUCE),
+    "std": Shape("reduce", _REDUCE),
+    "argmax": Shape("reduce", _REDUCE),
+    "argmin": Shape("reduce", _REDUCE),
+    "any": Shape("reduce", _REDUCE),
+    "all": Shape("reduce", _REDUCE),
+    "count_nonzero": Shape("reduce", (("dim", None),)),
+    "median": Shape("reduce", _REDUCE),
+    "kthvalue": Shape("reduce", (("dim", -1), ("keepdim", False))),
+    "select": Shape("reduce", (("dim", REQUIRED),)),
+    "unbind": Shape("reduce", _DIM0),
+    # computing along a dim
+    "softmax": Shape("along", (("dim", REQUIRED),)),
+    "log_softmax": Shape("along", (("dim", REQUIRED),)),
+    "softmin": Shape("along", (("dim", REQUIRED),)),
+    "cumsum": Shape("along", (("dim", REQUIRED),)),
+    "cumprod": Shape("along", (("dim", REQUIRED),)),
+    "logcumsumexp": Shape("along", (("dim", REQUIRED),)),
+    "sort": Shape("along", (("dim", -1),)),
+    "argsort": Shape("along", (("dim", -1),)),
+    "topk": Shape("along", (("dim", -1),)),
+    "flip": Shape("along", (("dims", REQUIRED),)),
+    "narrow": Shape("along", (("dim", REQUIRED),)),
+    "chunk": Shape("along", _DIM0),
+    "split": Shape("along", _DIM0),
+    "tensor_split": Shape("along", _DIM0),
+    "index_select": Shape("along", (("dim", REQUIRED),)),
+    "glu": Shape("along", (("dim", -1),)),
+    "normalize": Shape("along", (("dim", 1),)),
+    "tril": Shape("along_last_two"),
+    "triu": Shape("along_last_two"),
+    "layer_norm": Shape("along_trailing", (("normalized_shape", REQUIRED),)),
+    "rms_norm": Shape("along_trailing", (("normalized_shape", REQUIRED),)),
+    # moving dims
+    "transpose": Shape("transpose", (("dim0", REQUIRED), ("dim1", REQUIRED))),
+    "swapaxes": Shape("transpose", (("axis0", REQUIRED), ("axis1", REQUIRED))),
+    "swapdims": Shape("transpose", (("dim0", REQUIRED), ("dim1", REQUIRED))),
+    "t": Shape("matrix_transpose"),
+    "T": Shape("matrix_transpose"),
+    "H": Shape("matrix_transpose"),
+    "mT": Shape("last_two_transpose"),
+    "mH": Shape("last_two_transpose"),
+    "permute": Shape("permute", (("dims", REQUIRED),)),
+    "movedim": Shape("movedim", (("source", REQUIRED), ("destination", REQUIRED))),
+    "moveaxis": Shape("movedim", (("source", REQUIRED), ("destination", REQUIRED))),
+    "unsqueeze": Shape("unsqueeze", (("dim", REQUIRED),)),
+    "squeeze": Shape("squeeze", (("dim", None),)),
+    "flatten": Shape("flatten", (("start_dim", 0), ("end_dim", -1))),
+    "ravel": Shape("flatten"),
+    "view": Shape("view", (("size", REQUIRED),)),
+    "reshape": Shape("view", (("shape", REQUIRED),)),
+    "cat": Shape("cat", _DIM0),
+    "concat": Shape("cat", _DIM0),
+    "concatenate": Shape("cat", (("axis", 0),)),
+    "stack": Shape("stack", _DIM0),
+}
+"""Op name -> shape behaviour.  An op of :data:`TABLE` missing here has no shard
+propagation rule: in global SPMD a sharded operand is an error (use local_map)."""
+
+
+def shape_for(name: str) -> Shape | None:
+    return SHAPES.get(out_of_place(name)[0])

@@ -69,6 +69,7 @@ __all__ = [
     "Einsum",
     "Matmul",
     "Linear",
+    "Attention",
     "Reduce",
     "Along",
     "Transpose",
@@ -128,6 +129,14 @@ MATMUL_FORMS = ("...ij,...jk->...ik", "...ij,j->...i", "j,...jk->...k", "j,j->")
 @dataclass(frozen=True)
 class Linear:
     """``F.linear(x, weight, bias)`` = ``x @ weight.T + bias`` (weight 2-D, or 1-D)."""
+
+
+@dataclass(frozen=True)
+class Attention:
+    """``scaled_dot_product_attention(q, k, v, attn_mask)``: ``...le,...se,...sv(,...ls)->...lv``.
+
+    Softmax runs over the key dim ``s``: no contracted dim may be split.
+    """
 
 
 @dataclass(frozen=True)
@@ -234,7 +243,7 @@ class Opaque:
 
 
 Behaviour = Union[
-    Pointwise, Einsum, Matmul, Linear, Reduce, Along, Transpose, Permute, Movedim, Concat, Stack,
+    Pointwise, Einsum, Matmul, Linear, Attention, Reduce, Along, Transpose, Permute, Movedim, Concat, Stack,
     Unsqueeze, Squeeze, Flatten, View, Opaque,
 ]
 
@@ -1128,7 +1137,15 @@ def _linear(b: Linear, operands: Sequence[Operand], axis: str, op: str, partial:
     return _einsum_rule(_LINEAR_FORMS, [x, w, bias], axis, op, partial)
 
 
+def _attention(b: Attention, operands: Sequence[Operand], axis: str, op: str, partial: str | None) -> AxisType:
+    q, k, v, mask = (list(operands) + [None] * 4)[:4]
+    if isinstance(mask, AxisType):
+        return _einsum_rule(("...le,...se,...sv,...ls->...lv",), [q, k, v, mask], axis, op, partial, allowed=None)
+    return _einsum_rule(("...le,...se,...sv->...lv",), [q, k, v], axis, op, partial, allowed=None)
+
+
 _RULES: dict[type, Callable[..., AxisType]] = {
+    Attention: _attention,
     Pointwise: _pointwise,
     Einsum: _einsum,
     Matmul: _matmul,
@@ -1146,3 +1163,83 @@ _RULES: dict[type, Callable[..., AxisType]] = {
     View: _view,
     Opaque: _opaque,
 }
+
+
+# --------------------------------------------------------------------------
+# Collectives (seed 000, "Shard propagation for comms operators")
+# --------------------------------------------------------------------------
+
+
+def global_collective(
+    op: str,
+    src: AxisType,
+    dst: AxisType,
+    mapping: dict[str, AxisType],
+    axis: str,
+    global_axes: Iterable[str],
+) -> None:
+    """A collective or cast on global ``axis``: check it and update ``mapping`` in place.
+
+    Only the shard forms have propagation rules: ``src=V`` / ``dst=V`` add or
+    remove a dim (stack/unbind), which a partition spec cannot say.  The
+    input's split must be the ``src`` shard (dim and, among the global axes,
+    the minor position: only the last axis splitting a dim can be gathered or
+    moved), and a ``dst`` shard makes ``axis`` the minor axis of its dim.
+    ``convert`` is the identity in global semantics.
+    """
+    chosen = set(global_axes) | {axis}
+    call = f"{op}(x, {axis}, src={src}, dst={dst})"
+    for side, given in (("src", src), ("dst", dst)):
+        if given.kind is Kind.V and given.shard is None:
+            raise SpmdTypeError(
+                Code.SHARD_MISMATCH,
+                axis,
+                f"{call} uses the varying form ({side}=V) on global axis {axis}: it has no shard propagation "
+                f"rule, since it stacks or unbinds the ranks' pieces on a new dim. Fix: use the shard form "
+                f"({side}=S(i), with the tensor dim the pieces are split on), or run it in a @local_map({axis}) def.",
+            )
+    if axis in mapping:
+        actual = effective(TensorType.of(mapping), axis, chosen)
+        assert actual is not None
+        if actual.kind is Kind.V and actual.shard is None:
+            raise SpmdTypeError(
+                Code.SHARD_MISMATCH,
+                axis,
+                f"{call} gets a V@{axis} input on global axis {axis}: a varying tensor without a partition spec "
+                f"has no global meaning. Fix: annotate it S(i)@{axis}, or run this code in a @local_map({axis}) def.",
+            )
+        if actual.shard is not None and src.shard is not None and actual.shard != src.shard:
+            written = Shard(actual.shard)
+            raise SpmdTypeError(
+                Code.SHARD_MISMATCH,
+                axis,
+                f"{call} on global axis {axis} is told src={src}, but the input is {written.on(axis)}, split on "
+                f"dim {actual.shard}. Fix: pass src={written}, or first "
+                f"all_to_all(x, {axis}, src={written}, dst={src}).",
+            )
+        if actual.shard is not None and actual.order is not None:
+            group = [name for name, t in mapping.items() if name in chosen and t.shard == actual.shard]
+            if actual.order != len(group) - 1:
+                spec = TensorType.of({name: mapping[name] for name in group})
+                raise SpmdTypeError(
+                    Code.SHARD_MISMATCH,
+                    axis,
+                    f"{call} on global axis {axis}: the input is {spec}, where {axis} is not the last (minor) axis "
+                    f"splitting dim {actual.shard}, so its pieces are not contiguous and a per-axis collective "
+                    f"cannot move them. Fix: spmd.redistribute(x, src=({spec},), dst=(...)) with the whole "
+                    f"partition spec, which plans the steps.",
+                )
+    mapping.pop(axis, None)
+    if dst.shard is None:
+        mapping[axis] = dst
+        mapping.update(normalise_orders(mapping))
+        return
+    group = sorted(
+        (t.order if t.order is not None else -1, name) for name, t in mapping.items() if t.shard == dst.shard
+    )
+    if not group:
+        mapping[axis] = Shard(dst.shard)
+        return
+    for position, (_, name) in enumerate(group):
+        mapping[name] = Shard(dst.shard, position)
+    mapping[axis] = Shard(dst.shard, len(group))

@@ -460,6 +460,20 @@ def test_spec_of_entries_keeps_orders() -> None:
     assert planner.spec_of_entries(entries, "src") == tt("S(0)@(dp,tp), P@cp")
 
 
+def test_the_savings_table_in_the_docs_is_current() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = subprocess.run(
+        [sys.executable, str(root / "scripts" / "redistribute_savings.py")], capture_output=True, text=True, check=True
+    )
+    doc = (root / "docs" / "redistribute.md").read_text()
+    table = doc.split("<!-- savings:begin -->\n", 1)[1].split("<!-- savings:end -->", 1)[0]
+    assert table == script.stdout, "run python scripts/redistribute_savings.py and paste its output into docs/redistribute.md"
+
+
 def test_the_planner_is_pure() -> None:
     import subprocess
     import sys

@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from spmd_stubs import algebra, planner
-from spmd_stubs._kernels import KERNELS, Comm, Kernel
+from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
 from spmd_stubs.algebra import AxisType, Kind, Step
 from spmd_stubs.mesh import AxisLike, axes_label, group_and_size, group_of, mesh_dim_order
 from spmd_stubs.types import AxisAnnotation, P, SpmdTypeLike, axis_name, to_axis_type
@@ -80,6 +80,10 @@ class _Plan:
     (A reinterpret never changes the local tensor; ``reinterpret(V,P)``,
     ``(R,V)`` and ``(R,P)`` have such backwards, all the way down.)
     """
+    share: Optional[str] = None
+    """``"max"``/``"min"`` when the step resolves a pending max/min: ``backward``
+    is then the sum's, and its result is split among the ranks attaining the
+    extremum (:func:`spmd_stubs._kernels.partial_share`)."""
 
     def run(self, x: torch.Tensor, comm: Comm, divisor: int) -> torch.Tensor:
         y = self.kernel(x, comm, self.step.src, self.step.dst)
@@ -89,9 +93,12 @@ class _Plan:
 @_memoized
 def _plan(step: Step) -> _Plan:
     step = _canonical(step)
-    backward = _canonical(algebra.backward_of(step.op, step.src, step.dst))
+    share = step.src.reduce if step.src.extremum else None
+    # A pending max/min's gradient is the sum's, split by ``share`` afterwards.
+    summed = Step(step.op, algebra.Partial, step.dst) if share else step
+    backward = _canonical(algebra.backward_of(summed.op, summed.src, summed.dst))
     kernel = KERNELS[(step.op, step.src.kind, step.dst.kind)]
-    return _Plan(step, kernel, backward, step.op == backward.op == "reinterpret")
+    return _Plan(step, kernel, backward, step.op == backward.op == "reinterpret", share)
 
 
 def _canonical(step: Step) -> Step:
@@ -124,13 +131,23 @@ class _Typed(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, plan: _Plan, comm: Comm, divisor: int) -> torch.Tensor:
         ctx.plan, ctx.comm, ctx.divisor = plan, comm, divisor
-        return plan.run(x, comm, divisor)
+        y = plan.run(x, comm, divisor)
+        if plan.share:
+            ctx.save_for_backward(x, y)
+        return y
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], None, None, None]:
         # Through _apply: the backward is differentiable too (create_graph=True).
         # Dividing by a constant is self-adjoint, so op="avg" keeps its divisor.
-        return _apply(grad, _plan(ctx.plan.backward), ctx.comm, ctx.divisor), None, None, None
+        back = _plan(ctx.plan.backward)
+        out = _apply(grad, back, ctx.comm, ctx.divisor)
+        if ctx.plan.share:
+            x, y = ctx.saved_tensors
+            # The extremum in x's layout: all_reduce's result is, reduce_scatter's gathers.
+            whole = y if ctx.plan.step.op == "all_reduce" else back.run(y.detach(), ctx.comm, 1)
+            out = out * partial_share(x.detach(), whole.detach(), ctx.comm, ctx.plan.share)
+        return out, None, None, None
 
 
 def _apply(x: torch.Tensor, plan: _Plan, comm: Comm, divisor: int) -> torch.Tensor:
@@ -160,7 +177,9 @@ def _typed(
         return x
     pg, size = group_and_size(axis) if group is None else (group, dist.get_world_size(group))
     sizes = _checked_split_sizes(split_sizes, size, label, src, dst)
-    return _apply(x, plan, Comm(pg, size, sizes, label), size if average else 1)
+    # A pending avg resolves as the sum divided by the axis size, like op="avg".
+    divisor = size if average or src.reduce == "avg" else 1
+    return _apply(x, plan, Comm(pg, size, sizes, label), divisor)
 
 
 def _checked_split_sizes(
@@ -197,7 +216,11 @@ def all_reduce(
 
     ``src=V`` is accepted and means ``reinterpret(V,P)`` first.  ``op="avg"``
     divides the sum by the axis size; its backward is the sum's backward
-    divided by the same size (scaling is self-adjoint).
+    divided by the same size (scaling is self-adjoint).  ``src=Pavg`` is that
+    average.  ``src=Pmax``/``Pmin`` reduce with max/min; the backward is the
+    sum's (``dst=R``: summed over the axis; ``dst=I``: as is), then only the
+    ranks whose part attains the result get it, ``k`` tying ranks ``1/k``
+    each, as ``torch.amax``'s backward splits ties.
 
     Forward, both dsts::
 
@@ -218,9 +241,10 @@ def all_reduce(
     """
     if op not in ("sum", "avg"):
         raise ValueError(f'all_reduce op must be "sum" or "avg", got {op!r}')
-    return _typed(
-        "all_reduce", x, axis, to_axis_type(src), to_axis_type(dst), group=group, average=op == "avg"
-    )
+    src_type = to_axis_type(src)
+    if op == "avg" and src_type.reduce != "sum":
+        raise ValueError(f'all_reduce op="avg" averages a pending sum; src={src_type} already names its reduction')
+    return _typed("all_reduce", x, axis, src_type, to_axis_type(dst), group=group, average=op == "avg")
 
 
 def all_gather(
@@ -273,6 +297,9 @@ def reduce_scatter(
 
     ``dst=V`` unbinds dim 0 (of size the axis size); ``dst=S(i)`` splits dim i,
     into ``split_sizes`` when given.  ``src=V`` means ``reinterpret(V,P)`` first.
+    ``src=Pavg|Pmax|Pmin`` reduce with avg/max/min; their backwards are the
+    sum's, scaled by ``1/n`` (avg) or split among the ranks attaining the
+    extremum (max/min), as in :func:`all_reduce`.
 
     Forward (``dst=V``)::
 
@@ -340,7 +367,9 @@ def reinterpret(
     ``all_reduce(V,I)``), ``V->P`` (backward ``reinterpret(R,V)``), and with
     ``expert_mode=True``: ``R->I`` (backward ``convert(I,P)``), ``R->V``
     (backward ``reinterpret(V,P)``), ``R->P`` (self-dual; scales the meaning
-    by the axis size).  Shards are not accepted: a reinterpret moves no data.
+    by the axis size).  ``V->Pavg|Pmax|Pmin``: the parts of a pending
+    avg/max/min (backward the identity).  Shards are not accepted: a
+    reinterpret moves no data.
 
     ``reinterpret(V,P)``::
 
@@ -381,7 +410,9 @@ def convert(
     ``all_reduce(P,I)``: Megatron's ``copy_to_tensor_model_parallel_region``),
     and with ``expert_mode=True``: ``I->P`` (backward ``reinterpret(R,I)``),
     ``V|S(i)->P`` (zero-pad; backward ``convert(R,V)``), ``R->I`` (backward
-    ``convert(I,P)``).  ``split_sizes`` gives uneven ``S(i)`` parts.
+    ``convert(I,P)``).  ``R->Pavg|Pmax|Pmin``: every rank keeps the value, the
+    avg/max/min of copies being the value (backward the identity).
+    ``split_sizes`` gives uneven ``S(i)`` parts.
 
     ``convert(R,V)``::
 

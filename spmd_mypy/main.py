@@ -27,7 +27,7 @@ from mypy.plugin import (
 )
 from mypy.types import AnyType, TypeOfAny
 
-from spmd_stubs import algebra
+from spmd_stubs import algebra, planner
 from spmd_mypy import backward, calls, collectives, config, errorcodes, global_mode, polymorphism
 from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, shard_outside_tensor
 from spmd_mypy.collectives import (
@@ -46,6 +46,7 @@ Context = TypeVar("Context")
 FINGERPRINT = hashlib.sha256(
     b"".join(path.read_bytes() for path in sorted(Path(__file__).parent.glob("*.py")))
     + Path(algebra.__file__).read_bytes()
+    + Path(planner.__file__).read_bytes()
 ).hexdigest()[:16]
 """The checker's code version: mypy only fingerprints the plugin's entry module."""
 _AUTOGRAD = {

@@ -85,7 +85,7 @@ def attribute_hook(rule: Rule, name: str, config: Config) -> Callable[[Attribute
 
     def hook(ctx: AttributeContext) -> Type:
         call = OpCall(name, [[Actual(None, ctx.type)]], ctx.context, ctx.api, config, effect_for(name))
-        call.refine = global_mode.attribute_refiner(ctx.api, name)
+        call.refine = global_mode.attribute_refiner(ctx.api, ctx.context, name)
         results = infer(rule, call)
         return ctx.default_attr_type if results is None else result_type(ctx.default_attr_type, results)
 

@@ -183,6 +183,7 @@ def _typed(ctx: FunctionContext, request: Request | None) -> Type:
     if request is None:
         return ctx.default_return_type
     results = apply(request, lambda error: report.rule_error(ctx.api, ctx.context, error), global_mode.current_axes(ctx.api))
+    global_mode.check_returned(ctx.api, ctx.context, results)
     return result_type(ctx.default_return_type, results)
 
 

@@ -31,6 +31,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from mypy.nodes import (
     ARG_STAR,
+    AssignmentStmt,
     Block,
     CallExpr,
     ClassDef,
@@ -110,8 +111,10 @@ class _Modes:
     """id(FuncDef) -> the axes global in its body."""
     regions: dict[int, _Region] = field(default_factory=dict)
     """id(decorator CallExpr) -> the def it decorates."""
-    nested: dict[int, list[FuncDef]] = field(default_factory=dict)
-    """id(FuncDef) -> the undecorated defs nested in it (their returns are checked with it)."""
+    returned: dict[int, tuple[FuncDef, int | None]] = field(default_factory=dict)
+    """id(expression) -> the def whose return value it is, and its index in a returned tuple."""
+    returned_params: dict[int, list[tuple[NameExpr, str, int | None]]] = field(default_factory=dict)
+    """id(FuncDef) -> the parameters it returns as they are (``return x``)."""
 
 
 _MODES: dict[int, _Modes] = {}
@@ -130,11 +133,48 @@ def _walk(body: Iterable[Statement], axes: frozenset[str], modes: _Modes, owner:
     for statement in body:
         for func, inner, decorated in _defs_in(statement, axes, modes):
             modes.by_def[id(func)] = inner
-            if not decorated and owner is not None:
-                modes.nested.setdefault(id(owner), []).append(func)
-            _walk(func.body.body, inner, modes, func if decorated or owner is None else owner)
+            if inner:
+                _scan_returns(func, func.body.body, modes)
+            _walk(func.body.body, inner, modes, func)
         for block in _blocks(statement):
             _walk(block.body, axes, modes, owner)
+
+
+def _scan_returns(func: FuncDef, body: list[Statement], modes: _Modes) -> None:
+    """Record where ``func``'s return values come from (it is global on some axis).
+
+    mypy checks function bodies after the decorators are applied, so a
+    returned value is checked by the hook that types it: the returned
+    expression itself (an op, a call), or for ``return name`` the last
+    assignment to ``name`` before it in the same block; a returned parameter
+    is checked against its declared type.
+    """
+    params = {arg.variable.name for arg in func.arguments}
+    for index, statement in enumerate(body):
+        if isinstance(statement, ReturnStmt) and statement.expr is not None:
+            items = statement.expr.items if isinstance(statement.expr, TupleExpr) else [statement.expr]
+            tupled = isinstance(statement.expr, TupleExpr)
+            for position, item in enumerate(items):
+                slot = position if tupled else None
+                modes.returned[id(item)] = (func, slot)
+                if isinstance(item, NameExpr):
+                    source = _last_assignment(body[:index], item.name)
+                    if source is not None:
+                        modes.returned[id(source)] = (func, slot)
+                    elif item.name in params:
+                        modes.returned_params.setdefault(id(func), []).append((item, item.name, slot))
+        elif not isinstance(statement, (FuncDef, Decorator, ClassDef, OverloadedFuncDef)):
+            for block in _blocks(statement):
+                _scan_returns(func, block.body, modes)
+
+
+def _last_assignment(before: list[Statement], name: str) -> Expression | None:
+    for statement in reversed(before):
+        if isinstance(statement, AssignmentStmt) and len(statement.lvalues) == 1:
+            target = statement.lvalues[0]
+            if isinstance(target, NameExpr) and target.name == name:
+                return statement.rvalue
+    return None
 
 
 def _defs_in(statement: Statement, axes: frozenset[str], modes: _Modes) -> Iterator[tuple[FuncDef, frozenset[str], bool]]:
@@ -499,6 +539,7 @@ def _on_axis(choice: Choice, axis: str, axes: frozenset[str]) -> AxisType | Scal
 
 def refiner(
     api: CheckerPluginInterface,
+    context: Context,
     name: str,
     op: str,
     args: _Args,
@@ -539,7 +580,10 @@ def refiner(
         for axis in partial_axes:
             if axis not in axes:
                 mapping[axis] = _reinterpret_partial(op, mapping.get(axis), axis, partial)
-        return TensorType.of(sharding.normalise_orders(mapping))
+        result = TensorType.of(sharding.normalise_orders(mapping))
+        if axes:
+            check_returned(api, context, [result])
+        return result
 
     return refine
 
@@ -582,14 +626,14 @@ def op_refiner(ctx: FunctionContext | MethodContext, name: str, op: str, method:
     receiver = None
     if method and isinstance(ctx.context, CallExpr) and isinstance(ctx.context.callee, MemberExpr):
         receiver = ctx.context.callee.expr
-    return refiner(ctx.api, name, op, _args(ctx, receiver))
+    return refiner(ctx.api, ctx.context, name, op, _args(ctx, receiver))
 
 
-def attribute_refiner(api: CheckerPluginInterface, name: str) -> Refine | None:
+def attribute_refiner(api: CheckerPluginInterface, context: Context, name: str) -> Refine | None:
     """For ``w.T`` / ``w.mT``."""
     if not current_axes(api):
         return None
-    return refiner(api, name, name, _Args({}, None))
+    return refiner(api, context, name, name, _Args({}, None))
 
 
 def spmd_op_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]:
@@ -618,7 +662,7 @@ def spmd_op_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]
         operands = [actuals for arg_name, actuals in groups if arg_name != "out_partial_axes"]
         call = OpCall(name, operands, ctx.context, ctx.api, config)
         args = _args(ctx, None)
-        call.refine = refiner(ctx.api, name, name, args, partial_axes)
+        call.refine = refiner(ctx.api, ctx.context, name, name, args, partial_axes)
         results = infer(rule, call)
         if results is None:
             if not partial_axes:
@@ -640,52 +684,61 @@ def _is_none(expr: Expression) -> bool:
 
 
 def region_hook(ctx: FunctionContext) -> Type:
-    """``@global_spmd(tp)`` / ``@local_map(ep)``: evaluated after the def's body is checked.
+    """``@global_spmd(tp)`` / ``@local_map(ep)``: a def returning a parameter as it is gets checked here.
 
-    Checks the partition specs the def returns against its declared return
-    type, on the axes global in it (and in its undecorated nested defs).
+    Other returned values are checked by the hooks that type them
+    (:func:`check_returned`): mypy checks a body after its decorators.
     """
     modes = _modes(ctx.api.tree)  # type: ignore[attr-defined]
     region = modes.regions.get(id(ctx.context))
     if region is None:
         return ctx.default_return_type
-    for func in [region.func, *modes.nested.get(id(region.func), [])]:
-        axes = modes.by_def.get(id(func), NONE)
-        if axes:
-            _check_returns(ctx.api, func, axes)
+    func = region.func
+    signature = func.type
+    if isinstance(signature, CallableType):
+        declared_params = dict(zip(signature.arg_names, signature.arg_types))
+        for expr, name, slot in modes.returned_params.get(id(func), []):
+            if name in declared_params:
+                _check_return_slot(ctx.api, expr, func, slot, declared_params[name], modes)
     return ctx.default_return_type
 
 
-def _check_returns(api: CheckerPluginInterface, func: FuncDef, axes: frozenset[str]) -> None:
+def check_returned(api: CheckerPluginInterface, context: Context, typ: Type | Sequence[TensorType | None]) -> None:
+    """If ``context`` is (the source of) a global def's return value: its partition specs must be the declared ones."""
+    tree = getattr(api, "tree", None)
+    if tree is None:
+        return
+    modes = _modes(tree)
+    entry = modes.returned.get(id(context))
+    if entry is None:
+        return
+    func, slot = entry
+    _check_return_slot(api, context, func, slot, typ, modes)
+
+
+def _check_return_slot(
+    api: CheckerPluginInterface,
+    context: Context,
+    func: FuncDef,
+    slot: int | None,
+    typ: Type | Sequence[TensorType | None],
+    modes: _Modes,
+) -> None:
+    axes = modes.by_def.get(id(func), NONE)
     signature = func.type
-    if not isinstance(signature, CallableType):
+    if not axes or not isinstance(signature, CallableType):
         return
     declared = get_proper_type(signature.ret_type)
-    for statement in _returns(func.body.body):
-        if statement.expr is None:
-            continue
-        if isinstance(declared, TupleType) and isinstance(statement.expr, TupleExpr):
-            pairs = list(zip(declared.items, statement.expr.items))
-        else:
-            pairs = [(declared, statement.expr)]
-        for expected, expr in pairs:
-            wanted = spmd_of(expected)
-            known = api.lookup_type_or_none(expr)  # type: ignore[attr-defined]
-            if wanted is None or known is None:
-                continue
-            for actual in spmd_members(known):
-                _compare(api, expr, wanted, actual, axes, f"the return value of {func.name}")
-
-
-def _returns(body: Iterable[Statement]) -> Iterator[ReturnStmt]:
-    for statement in body:
-        if isinstance(statement, ReturnStmt):
-            yield statement
-        elif isinstance(statement, (FuncDef, Decorator, ClassDef, OverloadedFuncDef)):
-            continue
-        else:
-            for block in _blocks(statement):
-                yield from _returns(block.body)
+    if slot is not None:
+        if not isinstance(declared, TupleType) or slot >= len(declared.items):
+            return
+        declared = get_proper_type(declared.items[slot])
+    wanted = spmd_of(declared)
+    if wanted is None:
+        return
+    actuals = spmd_members(typ) if not isinstance(typ, (list, tuple)) else list(typ)
+    for actual in actuals:
+        _compare(api, context, wanted, actual, axes, f"the return value of {func.name}")
 
 
 def _compare(
@@ -710,14 +763,17 @@ def _compare(
 def check_arguments(ctx: FunctionSigContext | MethodSigContext) -> None:
     """A call of a global function: each argument's partition spec on the callee's global axes."""
     signature = ctx.default_signature
-    if not isinstance(signature, CallableType) or not isinstance(signature.definition, FuncDef):
+    if not isinstance(signature, CallableType) or not any(spmd_of(t) is not None for t in signature.arg_types):
         return
-    if not any(spmd_of(t) is not None for t in signature.arg_types):
+    definition = signature.definition
+    if isinstance(definition, Decorator):
+        definition = definition.func
+    if not isinstance(definition, FuncDef):
         return
-    axes = axes_of_def(ctx.api, signature.definition)
+    axes = axes_of_def(ctx.api, definition)
     if not axes:
         return
-    name = signature.name or signature.definition.name
+    name = definition.name
     for formal, arg_name, exprs in zip(signature.arg_types, signature.arg_names, ctx.args):
         declared = spmd_of(formal)
         if declared is None:
@@ -793,4 +849,7 @@ def signature_hook(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
     from spmd_mypy import polymorphism
 
     check_arguments(ctx)
-    return forget_passed_specs(ctx.api, ctx.default_signature, polymorphism.instantiate(ctx))
+    signature = forget_passed_specs(ctx.api, ctx.default_signature, polymorphism.instantiate(ctx))
+    if isinstance(signature, CallableType):
+        check_returned(ctx.api, ctx.context, signature.ret_type)
+    return signature

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         reduce_scatter,
         reinterpret,
     )
+    from spmd_stubs.dtensor import from_local, grad_placements_of, placements_of, spmd_type_of, to_local
     from spmd_stubs.mesh import bind_groups, bind_mesh, group_of, unbind
     from spmd_stubs.ops import amax as amax
     from spmd_stubs.ops import amin as amin
@@ -42,6 +43,11 @@ _LAZY = {
     "unbind": "spmd_stubs.mesh",
     "global_spmd": "spmd_stubs.regions",
     "local_map": "spmd_stubs.regions",
+    "spmd_type_of": "spmd_stubs.dtensor",
+    "placements_of": "spmd_stubs.dtensor",
+    "grad_placements_of": "spmd_stubs.dtensor",
+    "to_local": "spmd_stubs.dtensor",
+    "from_local": "spmd_stubs.dtensor",
 }
 
 # ``spmd.sum`` / ``spmd.amax`` ... (ops with ``out_partial_axes``): importable

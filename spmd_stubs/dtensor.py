@@ -412,14 +412,37 @@ def to_local(dt: DTensor, *axis_types: AxisAnnotation) -> torch.Tensor:
     tensor_type = tensor_type_of(axis_types)
     mesh = dt.device_mesh
     expected = placements_of(tensor_type, mesh)
-    if not _same_placements(expected, dt.placements, dt.ndim):
+    actual = _ordered_placements(dt)
+    if not _same_placements(expected, actual, dt.ndim):
         raise ValueError(
             f"to_local: the types {tensor_type} are the placements {list(expected)}, but the "
-            f"DTensor has {list(dt.placements)}; its type is "
-            f"{_describe(dt.placements, mesh)}"
+            f"DTensor has {list(actual)}; its type is {_describe(actual, mesh)}"
         )
-    _check_even_strided(dt.placements, dt.shape, mesh)
+    _check_even_strided(actual, dt.shape, mesh)
     return dt.to_local(grad_placements=grad_placements_of(tensor_type, mesh))
+
+
+def _ordered_placements(dt: DTensor) -> tuple[Placement, ...]:
+    """``dt``'s placements, a non-default ``shard_order`` of its spec spelled with ``_StridedShard``.
+
+    DTensor may keep the order of the mesh dims sharding one tensor dim in its
+    spec (``shard_order``, major first) instead of in ``_StridedShard``
+    placements; both describe the same layout.
+    """
+    placements = tuple(dt.placements)
+    shard_order = getattr(dt._spec, "shard_order", None)
+    if not shard_order:
+        return placements
+    out = list(placements)
+    for entry in shard_order:
+        mesh_dims = list(entry.mesh_dims)
+        for position, index in enumerate(mesh_dims):
+            factor = 1
+            for earlier in mesh_dims[:position]:
+                if earlier > index:
+                    factor *= dt.device_mesh.size(earlier)
+            out[index] = Shard(entry.tensor_dim) if factor == 1 else _StridedShard(entry.tensor_dim, split_factor=factor)
+    return tuple(out)
 
 
 def _describe(placements: Sequence[Placement], mesh: DeviceMesh) -> str:

@@ -190,3 +190,18 @@ def test_uneven_strided_shards_are_refused(sim: SimWorld, fake_mesh: DeviceMesh)
     x = sim.make({r: torch.ones(3, 2) for r in range(4)})
     with pytest.raises(ValueError, match="does not split evenly"):
         spmd.from_local(x, fake_mesh, S(0) @ (tp, dp), shape=torch.Size([11, 2]), stride=(2, 1))
+
+
+def test_a_shard_order_kept_in_the_spec_is_read(sim: SimWorld, fake_mesh: DeviceMesh) -> None:
+    """A spec may hold the order as shard_order next to plain Shard placements: same type as _StridedShard."""
+    from torch.distributed.tensor._dtensor_spec import ShardOrderEntry, TensorMeta
+
+    local = sim.make({r: torch.ones(2, 3) for r in range(4)})
+    meta = TensorMeta(torch.Size([8, 3]), (3, 1), torch.float32)
+    spec = DTensorSpec(
+        fake_mesh, (Shard(0), Shard(0)), tensor_meta=meta, shard_order=(ShardOrderEntry(0, (1, 0)),)
+    )
+    dt = DTensor(local, spec, requires_grad=False)
+    assert spmd.to_local(dt, S(0) @ (tp, dp)).shape == (2, 3)
+    with pytest.raises(ValueError, match=r"_StridedShard"):
+        spmd.to_local(dt, S(0) @ (dp, tp))

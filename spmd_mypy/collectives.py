@@ -348,7 +348,9 @@ def redistribute_specs(ctx: FunctionContext) -> Type:
             report.rule_error(ctx.api, ctx.context, error)
         mapping.update(dst.axes)
 
-    return result_type(ctx.default_return_type, updated_members(tensor, update))
+    results = updated_members(tensor, update)
+    global_mode.check_returned(ctx.api, ctx.context, results)
+    return result_type(ctx.default_return_type, results)
 
 
 def _spec(expr: Expression, role: str) -> TensorType | None:

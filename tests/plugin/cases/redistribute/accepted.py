@@ -51,3 +51,8 @@ def per_axis_form_unchanged(x: Tensor[P@tp, S(0)@dp], y: Tensor[S(0)@(dp, tp)]) 
 def spec_in_a_variable(x: Tensor[P@tp]) -> None:
     src = (P@tp,)
     reveal_type(spmd.redistribute(x, src, (R@tp,)))  # N: Tensor[Any]
+
+
+@spmd.global_spmd(dp, tp)
+def global_boundary(x: Tensor[S(0)@(dp, tp)]) -> Tensor[S(0)@(tp, dp)]:
+    return spmd.redistribute(x, (S(0)@(dp, tp),), (S(0)@(tp, dp),))

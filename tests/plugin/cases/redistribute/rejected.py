@@ -1,4 +1,5 @@
 """redistribute(x, src_spec, dst_spec) misuse: each error names the axis, the types and the fix."""
+import spmd_stubs as spmd
 from spmd_stubs import P, Pmax, R, S, Tensor, V
 from spmd_stubs.axes import cp, dp, tp
 from spmd_stubs.collectives import redistribute
@@ -22,3 +23,8 @@ def invalid_specs(x: Tensor[S(0)@tp, V@dp], z: Tensor[Pmax@dp, P@tp]) -> None:
     redistribute(z, (Pmax@dp, P@tp), (R@dp, R@tp))  # E: spmd-collective do not commute
     redistribute(x, (R@(dp, tp),), (S(0)@(dp, tp),))  # E: spmd-annotation only a shard spans several axes # E: operator
     redistribute(x, (S(0),), (R@tp,))  # E: spmd-annotation redistribute's src spec takes TYPE@axis arguments # E: arg-type
+
+
+@spmd.global_spmd(dp, tp)
+def global_boundary(x: Tensor[S(0)@(dp, tp)]) -> Tensor[S(0)@(tp, dp)]:
+    return redistribute(x, (S(0)@(dp, tp),), (S(1)@(tp, dp),))  # E: spmd-shard-mismatch declared S(0)@dp (order 1) but gets S(1)@dp # E: spmd-shard-mismatch declared S(0)@tp (order 0) but gets S(1)@tp

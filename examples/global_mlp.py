@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import spmd_stubs as spmd
-from spmd_stubs import P, R, S, Tensor, V
+from spmd_stubs import P, Pmax, R, S, Tensor, V
 from spmd_stubs.axes import tp
 
 
@@ -105,6 +105,35 @@ def contracted_matmul(a: Tensor[S(-1)@tp], b: Tensor[S(0)@tp]) -> Tensor[R@tp]:
     return spmd.all_reduce(parts, tp, src=P, dst=R)
 
 
+@spmd.global_spmd(tp)
+def vocab_max(logits: Tensor[S(-1)@tp]) -> Tensor[R@tp]:
+    """The max over the vocabulary (the last dim, split over tp) of every row of logits.
+
+    Each rank's max over its slice is a part of a pending *max*
+    (``out_partial_axes=tp`` on ``amax`` gives ``Pmax@tp``), resolved by an
+    all-reduce with max.  The gradient goes to the rank whose slice holds it.
+    """
+    local_max: Tensor[Pmax@tp] = spmd.amax(logits, -1, out_partial_axes=tp)
+    return spmd.all_reduce(local_max, tp, src=Pmax, dst=R)
+
+
+@spmd.global_spmd(tp)
+def vocab_log_softmax(logits: Tensor[S(-1)@tp]) -> Tensor[S(-1)@tp]:
+    """``log_softmax(logits, -1)`` with the vocabulary split over tp, never gathering it.
+
+    A pending max for the shift, a pending sum for the normaliser: both
+    explicit, both resolved by one all-reduce of a ``[..., 1]`` tensor.
+    """
+    row_max: Tensor[R@tp] = spmd.all_reduce(
+        spmd.amax(logits, -1, keepdim=True, out_partial_axes=tp), tp, src=Pmax, dst=R
+    )
+    shifted: Tensor[S(-1)@tp] = logits - row_max
+    total: Tensor[R@tp] = spmd.all_reduce(
+        spmd.sum(shifted.exp(), -1, keepdim=True, out_partial_axes=tp), tp, src=P, dst=R
+    )
+    return shifted - total.log()
+
+
 REFERENCES: dict[str, Callable[..., torch.Tensor]] = {
     "row_parallel_linear": lambda x, w: x @ w.T,
     "column_parallel_linear": lambda x, w: x @ w.T,
@@ -114,5 +143,7 @@ REFERENCES: dict[str, Callable[..., torch.Tensor]] = {
     "batched_chain": lambda a, b, m: a @ b @ m,
     "contracted_einsum": lambda a, b: a @ b,
     "contracted_matmul": lambda a, b: a @ b,
+    "vocab_max": lambda logits: logits.amax(-1),
+    "vocab_log_softmax": lambda logits: torch.log_softmax(logits, -1),
 }
 """Each program's meaning on one device, from the full (unsharded) tensors."""

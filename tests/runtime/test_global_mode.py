@@ -12,9 +12,14 @@ to the single-device loss ``<reference, G>``:
 * an ``R@tp`` input's gradients (``P@tp``: parts of a sum) add up over the tp
   group to the single-device gradient.
 
-Run in the simulated world (one process, ``LocalTensorMode``) and on 4 real
-gloo processes.  Two sabotaged programs show the check catches a wrong value
-and a wrong gradient.
+The programs cover (a) the row-parallel linear, (b) the column- then
+row-parallel MLP (also with a ``local_map`` tail), (c) a sum over a sharded
+dim, (d) einsums over a sharded batch dim and over a contracted sharded dim
+(and ``spmd.matmul``), (e) a vocab-parallel max (``amax`` with
+``out_partial_axes`` is a pending max, ``all_reduce(src=Pmax)``) and
+log-softmax.  Run in the simulated world (one process, ``LocalTensorMode``)
+and on 4 real gloo processes.  Sabotaged programs show the check catches a
+wrong value, a wrong gradient and a max reduced as a sum.
 """
 
 from __future__ import annotations
@@ -67,6 +72,9 @@ PROGRAMS: dict[str, Program] = {
     "batched_chain": Program(((0, (4, 3, 5)), (0, (4, 5, 2)), ("R", (2, 3))), 0),
     "contracted_einsum": Program(((1, (3, 8)), (0, (8, 5))), "R"),
     "contracted_matmul": Program(((-1, (2, 3, 8)), (0, (8, 5))), "R"),
+    # (e) vocab-parallel max and log-softmax: a pending max (Pmax) from amax, all_reduce(Pmax, R)
+    "vocab_max": Program(((-1, (3, 4, 10)),), "R"),
+    "vocab_log_softmax": Program(((-1, (3, 4, 10)),), -1),
 }
 
 
@@ -187,19 +195,27 @@ def _row_parallel_reduced_to_invariant(x: torch.Tensor, w: torch.Tensor) -> torc
     return spmd.all_reduce(spmd.linear(x, w, out_partial_axes=tp), tp, src=P, dst=I)
 
 
-SABOTAGED = {
-    "wrong_value": (_row_parallel_without_reduction, "output on rank"),
-    "wrong_gradient": (_row_parallel_reduced_to_invariant, "gradient on rank"),
+@spmd.global_spmd(tp)
+def _vocab_max_reduced_with_sum(logits: torch.Tensor) -> torch.Tensor:
+    """Wrong value: the slices' maxima are added, not maxed (a Pmax resolved as a sum)."""
+    local_max = spmd.amax(logits, -1, out_partial_axes=tp)
+    return spmd.all_reduce(local_max, tp, src=P, dst=R)  # type: ignore[spmd-collective]  # the checker rejects it too
+
+
+SABOTAGED: dict[str, tuple[str, Callable[..., torch.Tensor], str]] = {
+    "wrong_value": ("row_parallel_linear", _row_parallel_without_reduction, "output on rank"),
+    "wrong_gradient": ("row_parallel_linear", _row_parallel_reduced_to_invariant, "gradient on rank"),
+    "max_reduced_with_sum": ("vocab_max", _vocab_max_reduced_with_sum, "output on rank"),
 }
 
 
-def _sabotage_caught(world: World, fn: Callable[..., torch.Tensor], says: str) -> None:
+def _sabotage_caught(world: World, name: str, fn: Callable[..., torch.Tensor], says: str) -> None:
     try:
-        check_program(world, "row_parallel_linear", fn)
+        check_program(world, name, fn)
     except AssertionError as error:
         assert says in str(error), str(error)
         return
-    raise AssertionError(f"check_program accepted a wrong program (expected a mismatch in: {says})")
+    raise AssertionError(f"check_program accepted a wrong {name} (expected a mismatch in: {says})")
 
 
 # --------------------------------------------------------------------------

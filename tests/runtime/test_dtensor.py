@@ -205,3 +205,22 @@ def test_a_shard_order_kept_in_the_spec_is_read(sim: SimWorld, fake_mesh: Device
     assert spmd.to_local(dt, S(0) @ (tp, dp)).shape == (2, 3)
     with pytest.raises(ValueError, match=r"_StridedShard"):
         spmd.to_local(dt, S(0) @ (dp, tp))
+
+
+def test_dtensor_alone_gives_every_non_sum_part_the_whole_gradient(sim: SimWorld, fake_mesh: DeviceMesh) -> None:
+    """What docs/dtensor.md says DTensor does, and what spmd.from_local does instead."""
+    parts = {r: torch.tensor([float(r % 2), 5.0 - r % 2]) for r in range(4)}
+    weight = torch.tensor([1.0, 10.0])
+    for op, pending, ours in [("max", Pmax, {0: [0.0, 10.0], 1: [1.0, 0.0]}), ("avg", Pavg, {0: [0.5, 5.0], 1: [0.5, 5.0]})]:
+        for typed in (False, True):
+            x = sim.make(parts).requires_grad_()
+            if typed:
+                dt = spmd.from_local(x, fake_mesh, I @ dp, pending @ tp)
+            else:
+                dt = DTensor.from_local(x, fake_mesh, [Replicate(), Partial(op)])
+            y = dt.redistribute(fake_mesh, [Replicate(), Replicate()]).to_local(grad_placements=[Replicate(), Replicate()])
+            (y * weight).sum().backward()
+            grads = sim.parts(x.grad)
+            for rank in range(4):
+                want = torch.tensor(ours[rank % 2]) if typed else weight
+                torch.testing.assert_close(grads[rank], want, msg=lambda m: f"{op} typed={typed} rank {rank}: {m}")

@@ -797,23 +797,39 @@ def _non_sum(axis_type: AxisType) -> bool:
     return axis_type.kind is P and axis_type.reduce != "sum"
 
 
-def route(src: AxisType, dst: AxisType) -> Step | None:
+def route(src: AxisType, dst: AxisType, axis: str = "axis") -> Step | None:
     """The semantics-preserving operation from ``src`` to ``dst`` (None: no-op).
 
     This is ``redistribute``'s routing table: comms where the value must move,
-    ``convert`` where a local change keeps the meaning.
+    ``convert`` where a local change keeps the meaning.  A pending avg/max/min
+    is made only from a replicated value, and one reduction never becomes
+    another in one operation: those raise ``spmd-collective`` with the two
+    steps to write instead.
     """
-    if src.kind is P and dst.kind is P and src.reduce != dst.reduce:
-        # No one operation changes the reduction; resolving it is the first step.
-        return Step("all_reduce", src, Replicate)
+    if _two_step(src, dst):
+        raise SpmdTypeError(
+            Code.COLLECTIVE,
+            axis,
+            f"redistribute(src={src}, dst={dst}) on axis {axis} has no single operation that keeps "
+            f"the value. Fix: {_two_step(src, dst).format(axis=axis)}.",
+        )
     if src == dst or (src.kind is dst.kind and src.kind is not V):
         return None
-    if _non_sum(dst) and src.kind is V:
-        return Step("reinterpret", src, dst)
     if src.kind is V and dst.kind is V and (src.shard is None or dst.shard is None):
         # V and S(i) are the same local type; only S(i)->S(j) moves data.
         return None
     return Step(_ROUTE[(src.kind, dst.kind)], src, dst)
+
+
+def _two_step(src: AxisType, dst: AxisType) -> str:
+    """The two calls from ``src`` to ``dst`` where no one operation keeps the value ('' otherwise)."""
+    if src.kind is P and dst.kind is P and src.reduce != dst.reduce:
+        via = f"all_reduce(x, {{axis}}, src={src}, dst=R)"
+    elif _non_sum(dst) and src.kind is not R and src.kind is not P:
+        via = f"{_ROUTE[(src.kind, R)]}(x, {{axis}}, src={src}, dst=R)"
+    else:
+        return ""
+    return f"{via}, then convert(x, {{axis}}, src=R, dst={dst})"
 
 
 def _allowed_forms(op: str, src: AxisType, dst: AxisType) -> bool:
@@ -828,7 +844,11 @@ def _allowed_forms(op: str, src: AxisType, dst: AxisType) -> bool:
 
 
 def _instead(src: AxisType, dst: AxisType, axis: str) -> str:
-    step = route(src, dst)
+    if _non_sum(dst) and src.kind is V:
+        return f"reinterpret(x, {axis}, src={src}, dst={dst}) to declare the per-rank values pending"
+    if _two_step(src, dst):
+        return _two_step(src, dst).format(axis=axis)
+    step = route(src, dst, axis)
     if step is None and src != dst:
         # V vs S(i): the same local type, only the collective's form differs.
         shard = src.shard if src.shard is not None else dst.shard
@@ -838,8 +858,6 @@ def _instead(src: AxisType, dst: AxisType, axis: str) -> str:
         )
     if step is None:
         return f"nothing: the input already is {dst.on(axis)}"
-    if _non_sum(dst) and src.kind is I:
-        return f"convert(x, {axis}, src=I, dst=R), then convert(x, {axis}, src=R, dst={dst})"
     expert = _TRANSITIONS.get((step.op, src.kind, dst.kind), False)
     return step.call(axis, expert=expert)
 
@@ -861,15 +879,8 @@ def transition(
     """
     code = Code.INVALID_TRANSITION if op in CASTS else Code.COLLECTIVE
     if op == "redistribute":
-        if src.kind is P and dst.kind is P and src.reduce != dst.reduce:
-            raise SpmdTypeError(
-                code,
-                axis,
-                f"redistribute(src={src}, dst={dst}) on axis {axis} changes the pending reduction, "
-                f"which no single operation does. Fix: all_reduce(x, {axis}, src={src}, dst=R), then "
-                f"convert(x, {axis}, src=R, dst={dst}).",
-            )
-        return dst  # every other pair of types has a route
+        route(src, dst, axis)  # raises where no one operation keeps the value
+        return dst
     if op in CASTS and src == dst:
         return dst
     # src=V means reinterpret(V,P) first (seed 000 on all_reduce).

@@ -395,7 +395,10 @@ def _needs_expert(op: str, src: AxisType, dst: AxisType) -> bool:
 
 def _edge(u: AxisType, v: AxisType) -> Optional[tuple[str, AxisType]]:
     """The route step from ``u`` toward ``v``: (op, the type it reaches), or None."""
-    step = algebra.route(u, v)
+    try:
+        step = algebra.route(u, v)
+    except SpmdTypeError:
+        return None  # no one operation: the search goes through R
     if step is None or not _valid(step.op, step.src, step.dst):
         return None
     return step.op, step.dst

@@ -558,10 +558,20 @@ def test_non_sum_partial_transitions(reduce: str) -> None:
         assert f"P{reduce}" in str(err.value) and "Fix:" in str(err.value)
 
 
-def test_redistribute_cannot_change_the_reduction() -> None:
-    with pytest.raises(SpmdTypeError) as err:
-        transition("redistribute", PMAX, algebra.Partial, "tp")
-    assert "all_reduce(x, tp, src=Pmax, dst=R)" in str(err.value)
+@pytest.mark.parametrize(
+    "src, dst, fix",
+    [
+        (PMAX, algebra.Partial, "all_reduce(x, tp, src=Pmax, dst=R), then convert(x, tp, src=R, dst=P)"),
+        (Shard(0), PMAX, "all_gather(x, tp, src=S(0), dst=R), then convert(x, tp, src=R, dst=Pmax)"),
+        (Invariant, PAVG, "convert(x, tp, src=I, dst=R), then convert(x, tp, src=R, dst=Pavg)"),
+    ],
+)
+def test_redistribute_has_no_one_step_route(src: AxisType, dst: AxisType, fix: str) -> None:
+    for attempt in (lambda: transition("redistribute", src, dst, "tp"), lambda: route(src, dst, "tp")):
+        with pytest.raises(SpmdTypeError) as err:
+            attempt()
+        assert err.value.code is Code.COLLECTIVE and fix in str(err.value)
+    assert route(Replicate, PMAX) == Step("convert", Replicate, PMAX)
 
 
 def test_non_sum_duals_and_losses() -> None:

@@ -265,11 +265,16 @@ def assert_type_hook(ctx: FunctionContext) -> Type:
     except AnnotationError as error:
         return _annotation_error(ctx, error)
 
+    global_axes = global_mode.current_axes(ctx.api)
+
     def update(mapping: dict[str, AxisType]) -> None:
+        before = TensorType.of(mapping)
         for axis, axis_type in asserted.axes:
             try:
                 if axis in mapping:
                     algebra.check_asserted(mapping[axis], axis_type, axis)
+                    if axis in global_axes:
+                        global_mode.check_asserted_spec(before, asserted, axis, global_axes)
             except SpmdTypeError as error:
                 report.rule_error(ctx.api, ctx.context, error)
             mapping[axis] = axis_type

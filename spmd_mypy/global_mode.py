@@ -31,6 +31,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from mypy.nodes import (
     ARG_STAR,
+    ArgKind,
     AssignmentStmt,
     Block,
     CallExpr,
@@ -297,15 +298,15 @@ Refine = Callable[[Sequence[Choice], "TensorType | None"], "TensorType | None"]
 class _Args:
     """A call's arguments by parameter name (what the shape parameters are read from)."""
 
-    by_name: dict[str, list[tuple[Expression, int]]]
+    by_name: dict[str, list[tuple[Expression, ArgKind]]]
     receiver: Expression | None
 
-    def get(self, name: str) -> list[tuple[Expression, int]] | None:
+    def get(self, name: str) -> list[tuple[Expression, ArgKind]] | None:
         return self.by_name.get(name) or None
 
 
 def _args(ctx: FunctionContext | MethodContext, receiver: Expression | None) -> _Args:
-    by_name: dict[str, list[tuple[Expression, int]]] = {}
+    by_name: dict[str, list[tuple[Expression, ArgKind]]] = {}
     for name, exprs, kinds in zip(ctx.callee_arg_names, ctx.args, ctx.arg_kinds):
         if name is not None:
             by_name[name] = list(zip(exprs, kinds))
@@ -324,7 +325,7 @@ def _int(expr: Expression) -> int:
     raise _NoRule("a dim that is not an int literal")
 
 
-def _ints(entries: list[tuple[Expression, int]]) -> tuple[int, ...]:
+def _ints(entries: list[tuple[Expression, ArgKind]]) -> tuple[int, ...]:
     if len(entries) == 1 and isinstance(entries[0][0], (TupleExpr, ListExpr)):
         return tuple(_int(item) for item in entries[0][0].items)
     return tuple(_int(expr) for expr, kind in entries if kind != ARG_STAR)
@@ -580,10 +581,10 @@ def refiner(
         for axis in partial_axes:
             if axis not in axes:
                 mapping[axis] = _reinterpret_partial(op, mapping.get(axis), axis, partial)
-        result = TensorType.of(sharding.normalise_orders(mapping))
+        refined = TensorType.of(sharding.normalise_orders(mapping))
         if axes:
-            check_returned(api, context, [result])
-        return result
+            check_returned(api, context, [refined])
+        return refined
 
     return refine
 
@@ -736,7 +737,7 @@ def _check_return_slot(
     wanted = spmd_of(declared)
     if wanted is None:
         return
-    actuals = spmd_members(typ) if not isinstance(typ, (list, tuple)) else list(typ)
+    actuals = list(typ) if isinstance(typ, (list, tuple)) else spmd_members(typ)  # type: ignore[arg-type]
     for actual in actuals:
         _compare(api, context, wanted, actual, axes, f"the return value of {func.name}")
 
@@ -853,3 +854,13 @@ def signature_hook(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
     if isinstance(signature, CallableType):
         check_returned(ctx.api, ctx.context, signature.ret_type)
     return signature
+
+
+def check_asserted_spec(actual: TensorType, asserted: TensorType, axis: str, axes: frozenset[str]) -> None:
+    """``assert_type`` on a global axis: a known partition spec may not be contradicted."""
+    want, got = sharding.effective(asserted, axis, axes), sharding.effective(actual, axis, axes)
+    if want is None or got is None:
+        return
+    error = sharding.spec_mismatch(want, got, axis, "assert_type")
+    if error is not None:
+        raise error

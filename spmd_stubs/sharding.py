@@ -556,7 +556,7 @@ def _ambiguity(op: str, axis: str, operands: Sequence[Operand], dims: str) -> Ca
             f"{op} with {dims} on {_shown(operands, axis)}: without the tensor's ndim the checker cannot tell "
             f"whether the sharded dim {shard.shard} is one of the dims the op acts on (a dim counted from the "
             f"front and one counted from the back may be the same). Fix: write the dims consistently: both "
-            f"counted from the front (S({shard.shard if shard.shard >= 0 else 0})@{axis} with non-negative "
+            f"counted from the front (S({max(shard.shard or 0, 0)})@{axis} with non-negative "
             f"dims) or both from the back (S(-k)@{axis} with negative dims).",
         )
 
@@ -1234,12 +1234,12 @@ def global_collective(
         mapping[axis] = dst
         mapping.update(normalise_orders(mapping))
         return
-    group = sorted(
+    ranked: list[tuple[int, str]] = sorted(
         (t.order if t.order is not None else -1, name) for name, t in mapping.items() if t.shard == dst.shard
     )
-    if not group:
+    if not ranked:
         mapping[axis] = Shard(dst.shard)
         return
-    for position, (_, name) in enumerate(group):
+    for position, (_, name) in enumerate(ranked):
         mapping[name] = Shard(dst.shard, position)
-    mapping[axis] = Shard(dst.shard, len(group))
+    mapping[axis] = Shard(dst.shard, len(ranked))

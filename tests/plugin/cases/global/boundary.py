@@ -100,3 +100,12 @@ def returns_a_name(x: Tensor[S(0)@tp]) -> Tensor[S(1)@tp]:
 @spmd.global_spmd(tp)
 def returns_a_tuple(x: Tensor[S(0)@tp]) -> tuple[Tensor[S(0)@tp], Tensor[S(0)@tp]]:
     return x * 1.0, x.transpose(0, 1)  # E: spmd-shard-mismatch declared S(0)@tp but gets S(1)@tp
+
+
+@spmd.global_spmd(tp)
+def asserted(x: Tensor[S(0)@tp], v: Tensor[V@tp]) -> None:
+    reveal_type(spmd.assert_type(x, S(0)@tp))  # N: Tensor[S(0)@tp]
+    spmd.assert_type(x, S(1)@tp)  # E: spmd-shard-mismatch assert_type is declared S(1)@tp but gets S(0)@tp
+    reveal_type(spmd.assert_type(v, S(1)@tp))  # N: Tensor[S(1)@tp]
+    # An annotated assignment is checked by mypy, which reads S(i) as V: no shard check there.
+    y: Tensor[S(1)@tp] = x

@@ -10,12 +10,14 @@ import functools
 from typing import Any, Callable
 
 import pytest
+import torch
+import torch.distributed as dist
 from partial_checks import check_double_backward, check_make, check_resolve, check_softmax
 from spmd_world import GROUPS, Check, GlooWorld, run_world
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
-from spmd_stubs import I, R, S, V
+from spmd_stubs import I, Pmax, R, S, V
 from spmd_stubs.axes import dp, tp
 
 
@@ -28,6 +30,30 @@ def _bound(fn: Callable[..., None], *args: Any, **kwargs: Any) -> Check:
             spmd.unbind()
 
     return run
+
+
+def compiles_with_a_pending_max(mesh: DeviceMesh) -> None:
+    """A function resolving a pending max traces whole (fullgraph) and matches eager, values and grads."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        pending = spmd.reinterpret(x.amax(-1, keepdim=True), tp, src=V, dst=Pmax)
+        return (x - spmd.all_reduce(pending, tp, src=Pmax, dst=R)).exp().sum()
+
+    spmd.bind_mesh(mesh)
+    try:
+        counter = CompileCounterWithBackend("aot_eager")
+        compiled = torch.compile(f, backend=counter, fullgraph=True)
+        base = torch.tensor([[1.0, 3.0, 2.0], [0.0, 0.0, 5.0]]) * (dist.get_rank() % 2 + 1)
+        x_eager, x_compiled = base.clone().requires_grad_(), base.clone().requires_grad_()
+        eager_out, compiled_out = f(x_eager), compiled(x_compiled)
+        torch.testing.assert_close(compiled_out, eager_out)
+        eager_out.backward()
+        compiled_out.backward()
+        assert counter.frame_count == 1
+        torch.testing.assert_close(x_compiled.grad, x_eager.grad)
+    finally:
+        spmd.unbind()
 
 
 def _build_checks() -> dict[str, Check]:
@@ -49,6 +75,7 @@ def _build_checks() -> dict[str, Check]:
     for log in (False, True):
         checks[f"vocab_parallel_{'log_' if log else ''}softmax"] = _bound(check_softmax, tp, GROUPS["tp"], log)
     checks["gradient_of_the_gradient"] = _bound(check_double_backward, tp, GROUPS["tp"])
+    checks["compiles_with_a_pending_max"] = compiles_with_a_pending_max
     return checks
 
 

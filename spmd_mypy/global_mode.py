@@ -43,6 +43,9 @@ from mypy.nodes import (
     FuncDef,
     FuncItem,
     IfStmt,
+    Import,
+    ImportAll,
+    ImportFrom,
     IndexExpr,
     IntExpr,
     ListExpr,
@@ -125,9 +128,24 @@ def _modes(tree: MypyFile) -> _Modes:
     cached = _MODES.get(id(tree))
     if cached is None or cached.tree is not tree:
         cached = _Modes(tree)
-        _walk(tree.defs, NONE, cached, None)
+        if _imports_spmd_stubs(tree):
+            _walk(tree.defs, NONE, cached, None)
         _MODES[id(tree)] = cached
     return cached
+
+
+def _imports_spmd_stubs(tree: MypyFile) -> bool:
+    """Only a module that imports spmd_stubs can decorate a def (torch's thousand modules are skipped)."""
+    for node in tree.imports:
+        if isinstance(node, Import):
+            names = [name for name, _ in node.ids]
+        elif isinstance(node, (ImportFrom, ImportAll)):
+            names = [node.id]
+        else:
+            continue
+        if any(name == "spmd_stubs" or name.startswith("spmd_stubs.") for name in names):
+            return True
+    return False
 
 
 def _walk(body: Iterable[Statement], axes: frozenset[str], modes: _Modes, owner: FuncDef | None) -> None:
@@ -352,6 +370,8 @@ def _dims(value: object) -> tuple[int, ...] | None:
         return None
     if isinstance(value, bool):
         raise _NoRule("a bool where dims were expected")
+    if value == ():
+        raise _NoRule("an empty dim list")
     return (value,) if isinstance(value, int) else tuple(value)  # type: ignore[arg-type]
 
 
@@ -446,6 +466,8 @@ def _view(args: _Args, name: str) -> sharding.View:
         items = [(expr, kind == ARG_STAR) for expr, kind in entries]
     source = args.receiver if args.receiver is not None else _first_tensor(args)
     pieces = [_piece(expr, star, source) for expr, star in items]
+    if len(items) == 1 and pieces[0][0] == "other" and _maybe_int(items[0][0]) is None:
+        pieces = [("star", 0)]  # a lone non-literal may be a whole shape: its length is unknown
     ndim: int | None = 0
     for piece in pieces:
         if piece[0] == "star":

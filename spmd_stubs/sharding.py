@@ -1120,6 +1120,17 @@ def _product(choices: Sequence[range]) -> Iterator[tuple[int, ...]]:
 
 def _einsum(b: Einsum, operands: Sequence[Operand], axis: str, op: str, partial: str | None) -> AxisType:
     tensors = [o for o in operands if not isinstance(o, Scalar)]
+    try:
+        _parse_equation(b.equation, len(tensors))
+    except ValueError as why:
+        raise _mismatch(
+            op,
+            axis,
+            operands,
+            f"the checker cannot read the einsum equation {b.equation!r} ({why}), so it cannot follow the split",
+            "write the equation as a string literal with one term per operand (letters and '...'), "
+            f"or {_gather_fix(axis, _first_shard(operands))}",
+        ) from None
     return _einsum_rule((b.equation,), tensors, axis, op, partial)
 
 

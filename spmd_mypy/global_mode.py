@@ -76,7 +76,7 @@ from spmd_mypy import errorcodes, report
 from spmd_mypy.annotations import AnnotationError, axis_name_of
 from spmd_mypy.config import Config
 from spmd_mypy.inference import Actual, Choice, Everywhere, OpCall, infer, type_of
-from spmd_mypy.ops import REQUIRED, TABLE, Shape, shape_for
+from spmd_mypy.ops import REQUIRED, TABLE, Shape, effect_for, shape_for
 from spmd_mypy.representation import (
     TensorTranslator,
     result_type,
@@ -589,6 +589,9 @@ def refiner(
             return None
         mapping = local.as_dict()
         operands = list(combination[1::-1]) + list(combination[2:]) if swap else list(combination)
+        if name == "linear" and len(operands) > 2:
+            for axis in partial_axes:
+                _check_bias(_on_axis(operands[2], axis, axes), axis)
         for axis in sorted(axes):
             if axis not in mapping:
                 continue
@@ -609,6 +612,18 @@ def refiner(
         return refined
 
     return refine
+
+
+def _check_bias(bias: AxisType | Scalar | None, axis: str) -> None:
+    """``spmd.linear(x, w, b, out_partial_axes=tp)``: a whole bias would join the pending sum once per rank."""
+    if isinstance(bias, AxisType) and bias.kind in (Kind.R, Kind.I):
+        raise SpmdTypeError(
+            Code.PARTIAL_AFFINE,
+            axis,
+            f"spmd.linear(x, w, b, out_partial_axes={axis}) adds the bias {bias.on(axis)} on every rank to a "
+            f"result pending a sum over {axis}, so the bias would be counted once per rank. Fix: add it after "
+            f"the reduction: spmd.all_reduce(spmd.linear(x, w, out_partial_axes={axis}), {axis}, src=P, dst=R) + b.",
+        )
 
 
 def _reinterpret_partial(op: str, local: AxisType | None, axis: str, reduce: str) -> AxisType:
@@ -683,7 +698,7 @@ def spmd_op_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]
                     return ctx.default_return_type
                 partial_axes = named or ()
         operands = [actuals for arg_name, actuals in groups if arg_name != "out_partial_axes"]
-        call = OpCall(name, operands, ctx.context, ctx.api, config)
+        call = OpCall(name, operands, ctx.context, ctx.api, config, effect_for(name))
         args = _args(ctx, None)
         call.refine = refiner(ctx.api, ctx.context, name, name, args, partial_axes)
         results = infer(rule, call)

@@ -33,3 +33,21 @@ def global_mode(h: Tensor[S(-1)@tp], w: Tensor[S(1)@tp], x: Tensor[R@tp], wc: Te
 @spmd.global_spmd(tp)
 def partial_is_never_implicit(h: Tensor[S(-1)@tp], w: Tensor[S(1)@tp]) -> Tensor[P@tp]:
     return h @ w.T  # E: spmd-sharded-contraction spmd.matmul(..., out_partial_axes=tp)
+
+
+def bias_local(h: Tensor[V@tp], w: Tensor[V@tp], b: Tensor[R@tp], bv: Tensor[V@tp]) -> None:
+    spmd.linear(h, w, b, out_partial_axes=tp)  # E: spmd-partial-affine add it after the reduction
+    reveal_type(spmd.linear(h, w, bv, out_partial_axes=tp))  # N: Tensor[P@tp]
+
+
+@spmd.global_spmd(tp)
+def bias_global(h: Tensor[S(-1)@tp], w: Tensor[S(1)@tp], b: Tensor[R@tp]) -> Tensor[R@tp]:
+    spmd.linear(h, w, b, out_partial_axes=tp)  # E: spmd-partial-affine counted once per rank
+    return spmd.all_reduce(spmd.linear(h, w, out_partial_axes=tp), tp, src=P, dst=R) + b
+
+
+@spmd.global_spmd(tp)
+def pending_max(x: Tensor[S(-1)@tp]) -> None:
+    m = spmd.amax(x, -1, keepdim=True, out_partial_axes=tp)
+    reveal_type(m + 1.0)  # N: Tensor[Pmax@tp]
+    reveal_type(spmd.all_reduce(m, tp, src=spmd.Pmax, dst=R))  # N: Tensor[R@tp]

@@ -35,7 +35,9 @@ from spmd_mypy.representation import has_spmd, result_type, retype, spmd_members
 
 COLLECTIVES_MODULE = "spmd_stubs.collectives."
 MEGATRON_MODULE = "spmd_stubs.megatron."
-ASSERT_TYPE = "spmd_stubs.types.assert_type"
+DECLARING = {"spmd_stubs.types.assert_type": "assert_type", "spmd_stubs.dtensor.to_local": "to_local"}
+"""Calls whose result has the ``TYPE@axis`` arguments' type."""
+FROM_LOCAL = "spmd_stubs.dtensor.from_local"
 
 
 @dataclass(frozen=True)
@@ -256,30 +258,63 @@ def megatron_signature(ctx: FunctionSigContext) -> FunctionLike:
 # --------------------------------------------------------------------------
 
 
-def assert_type_hook(ctx: FunctionContext) -> Type:
-    """``assert_type(x, V@dp, I@tp)``: refine unknown axes, reject contradicted known ones."""
-    try:
-        asserted = tensor_type_of(
-            [entry for e in (ctx.args[1] if len(ctx.args) > 1 else []) for entry in annotation_entries(e, "assert_type")]
-        )
-    except AnnotationError as error:
-        return _annotation_error(ctx, error)
+def declared_types(taker: str, types_at: int) -> Callable[[FunctionContext], TensorType | None]:
+    """Reads the ``TYPE@axis`` arguments of ``taker``'s parameter ``types_at`` (None: reported as malformed)."""
 
+    def read(ctx: FunctionContext) -> TensorType | None:
+        written = ctx.args[types_at] if len(ctx.args) > types_at else []
+        try:
+            return tensor_type_of([entry for e in written for entry in annotation_entries(e, taker)])
+        except AnnotationError as error:
+            _annotation_error(ctx, error)
+            return None
+
+    return read
+
+
+def _declare(ctx: FunctionContext, declared: TensorType, known: Type) -> list[TensorType | None]:
+    """``known``'s members with the declared axes set, each contradiction reported."""
     global_axes = global_mode.current_axes(ctx.api)
 
     def update(mapping: dict[str, AxisType]) -> None:
         before = TensorType.of(mapping)
-        for axis, axis_type in asserted.axes:
+        for axis, axis_type in declared.axes:
             try:
                 if axis in mapping:
                     algebra.check_asserted(mapping[axis], axis_type, axis)
                     if axis in global_axes:
-                        global_mode.check_asserted_spec(before, asserted, axis, global_axes)
+                        global_mode.check_asserted_spec(before, declared, axis, global_axes)
             except SpmdTypeError as error:
                 report.rule_error(ctx.api, ctx.context, error)
             mapping[axis] = axis_type
 
-    return result_type(ctx.default_return_type, updated_members(ctx.default_return_type, update))
+    return updated_members(known, update)
+
+
+def declaring_hook(taker: str) -> Callable[[FunctionContext], Type]:
+    """``assert_type(x, V@dp, I@tp)`` and ``dtensor.to_local(dt, V@dp, I@tp)``: the result has the declared type.
+
+    ``assert_type`` refines x's unknown axes and rejects contradicted known
+    ones; ``to_local``'s DTensor has no SPMD type, so its result is simply
+    the declared one.
+    """
+    read = declared_types(taker, 1)
+
+    def hook(ctx: FunctionContext) -> Type:
+        declared = read(ctx)
+        if declared is None:
+            return ctx.default_return_type
+        return result_type(ctx.default_return_type, _declare(ctx, declared, ctx.default_return_type))
+
+    return hook
+
+
+def from_local_hook(ctx: FunctionContext) -> Type:
+    """``dtensor.from_local(x, mesh, V@dp, I@tp)``: the declared types must not contradict x's."""
+    declared = declared_types("from_local", 2)(ctx)
+    if declared is not None and ctx.arg_types and ctx.arg_types[0]:
+        _declare(ctx, declared, ctx.arg_types[0][0])
+    return ctx.default_return_type
 
 
 def annotation_entries(expr: Expression, taker: str) -> list[tuple[str, AxisType]]:

@@ -31,7 +31,8 @@ from spmd_stubs import algebra, planner
 from spmd_mypy import backward, calls, collectives, config, errorcodes, global_mode, polymorphism
 from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, shard_outside_tensor
 from spmd_mypy.collectives import (
-    ASSERT_TYPE,
+    DECLARING,
+    FROM_LOCAL,
     COLLECTIVES_MODULE,
     MEGATRON,
     MEGATRON_MODULE,
@@ -122,8 +123,10 @@ class SpmdPlugin(Plugin):
             return guarded(collectives.collective_hook(name))
         if module == MEGATRON_MODULE and name in MEGATRON:
             return guarded(collectives.megatron_hook(MEGATRON[name]))
-        if fullname == ASSERT_TYPE:
-            return guarded(collectives.assert_type_hook)
+        if fullname in DECLARING:
+            return guarded(collectives.declaring_hook(DECLARING[fullname]))
+        if fullname == FROM_LOCAL:
+            return guarded(collectives.from_local_hook)
         if fullname in global_mode.REGIONS:
             return guarded(global_mode.region_hook)
         if module == global_mode.OPS_MODULE and name in global_mode.SPMD_OPS:

@@ -15,14 +15,25 @@ from collections import defaultdict
 
 import pytest
 
-from spmd_examples import ERROR_LINE, BUGS, GLOBAL_EXAMPLE, GPT, MLP_EXAMPLE, MYPY_CONFIG, ROOT, Diagnostic, MypyRun
+from spmd_examples import (
+    BUGS,
+    ERROR_LINE,
+    GLOBAL_EXAMPLE,
+    GPT,
+    MLP_EXAMPLE,
+    MYPY_CONFIG,
+    ROOT,
+    SOFTMAX_EXAMPLE,
+    Diagnostic,
+    MypyRun,
+)
 
 
 @pytest.fixture(scope="session")
 def example_mypy_run(tmp_path_factory: pytest.TempPathFactory) -> MypyRun:
     config = tmp_path_factory.mktemp("mypy") / "mypy.ini"
     config.write_text(MYPY_CONFIG)
-    typed = [p for d in (BUGS, GPT) for p in d.glob("*.py")] + [MLP_EXAMPLE, GLOBAL_EXAMPLE]
+    typed = [p for d in (BUGS, GPT) for p in d.glob("*.py")] + [MLP_EXAMPLE, GLOBAL_EXAMPLE, SOFTMAX_EXAMPLE]
     files = sorted(str(p.relative_to(ROOT)) for p in typed)
     run = subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(ROOT / ".mypy_cache"),
@@ -36,4 +47,4 @@ def example_mypy_run(tmp_path_factory: pytest.TempPathFactory) -> MypyRun:
         match = ERROR_LINE.match(line)
         if match:
             errors[match["path"]].append(Diagnostic(int(match["line"]), match["code"] or "", match["message"]))
-    return MypyRun(dict(errors), run.stdout + run.stderr, run.returncode)
+    return MypyRun(dict(errors), run.stdout + run.stderr, run.returncode, tuple(files))

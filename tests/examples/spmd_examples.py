@@ -12,6 +12,7 @@ BUGS = EXAMPLES / "bugs"
 GPT = EXAMPLES / "gpt"
 MLP_EXAMPLE = EXAMPLES / "train_mlp.py"
 GLOBAL_EXAMPLE = EXAMPLES / "global_mlp.py"
+SOFTMAX_EXAMPLE = EXAMPLES / "vocab_parallel_softmax.py"
 MYPY_CONFIG = "[mypy]\nplugins = spmd_mypy\n"
 ERROR_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): error: (?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$")
 
@@ -23,8 +24,13 @@ class Diagnostic(NamedTuple):
 
 
 class MypyRun(NamedTuple):
-    """mypy's errors per file (paths relative to the repo root) and its raw output."""
+    """mypy's errors per file (paths relative to the repo root), its raw output, and the files it checked."""
 
     errors: dict[str, list[Diagnostic]]
     output: str
     returncode: int
+    files: tuple[str, ...] = ()
+
+    def clean(self, path: str) -> bool:
+        """``path`` was checked and got no error."""
+        return path in self.files and not self.errors.get(path)

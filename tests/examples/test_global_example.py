@@ -22,7 +22,11 @@ import tp_gpt  # noqa: E402
 
 
 def test_global_example_type_checks_clean(example_mypy_run: MypyRun) -> None:
-    assert example_mypy_run.errors.get("examples/global_mlp.py", []) == [], example_mypy_run.output
+    assert example_mypy_run.clean("examples/global_mlp.py"), example_mypy_run.output
+
+
+def test_vocab_parallel_softmax_type_checks_clean(example_mypy_run: MypyRun) -> None:
+    assert example_mypy_run.clean("examples/vocab_parallel_softmax.py"), example_mypy_run.output
 
 
 def test_gpt_example_has_a_global_mode_boundary() -> None:

@@ -26,7 +26,7 @@ def test_gpt_example_type_checks_clean(example_mypy_run: MypyRun) -> None:
 
 
 def test_mlp_example_type_checks_clean(example_mypy_run: MypyRun) -> None:
-    assert example_mypy_run.errors.get("examples/train_mlp.py", []) == [], example_mypy_run.output
+    assert example_mypy_run.clean("examples/train_mlp.py"), example_mypy_run.output
 
 
 @pytest.fixture(scope="module")

@@ -499,7 +499,7 @@ def redistribute(
         return _redistribute_specs(x, axis, dst_spec)
     if src is None or dst is None:
         raise TypeError("redistribute(x, axis, src=..., dst=...) needs both src and dst")
-    step = algebra.route(to_axis_type(src), to_axis_type(dst))
+    step = algebra.route(to_axis_type(src), to_axis_type(dst), axes_label(axis))
     if step is None:
         return x
     return _typed(step.op, x, axis, step.src, step.dst, expert_mode=True, group=group)

@@ -115,3 +115,10 @@ def test_redistribute_routes_and_skips_no_ops(sim: SimWorld) -> None:
     # V -> P routes to convert(V,P), gated for users, allowed here.
     padded = sim.parts(spmd.redistribute(x, tp, src=V, dst=P))
     assert torch.equal(padded[1], torch.stack([torch.zeros(4), parts[1]]))
+
+
+@pytest.mark.parametrize("src, dst", [(spmd.Pmax, P), (V, spmd.Pmax), (S(0), spmd.Pavg)])
+def test_redistribute_refuses_two_step_pairs_naming_the_axis(sim: SimWorld, src: object, dst: object) -> None:
+    x = sim.make({r: torch.arange(4.0) for r in range(4)})
+    with pytest.raises(SpmdTypeError, match=r"on axis tp has no single operation .* Fix: .*, then convert\(x, tp, src=R"):
+        spmd.redistribute(x, tp, src=src, dst=dst)  # type: ignore[arg-type]

@@ -37,7 +37,7 @@ CLEAR_ERRORS: dict[str, tuple[Call, type[Exception], str]] = {
     "invalid pair names the collective": (lambda w: spmd.reinterpret(x46(w), tp, src=P, dst=R), ValueError, "all_reduce(x, tp, src=P, dst=R)"),
     "gated pair asks for expert_mode": (lambda w: spmd.reinterpret(x46(w), tp, src=R, dst=P), ValueError, "expert_mode=True"),
     "collective given a cast's pair": (lambda w: spmd.all_gather(x46(w), tp, src=P, dst=R), ValueError, "all_reduce"),
-    "src that is not a type": (lambda w: spmd.all_reduce(x46(w), tp, src="P", dst=R), TypeError, "R, I, V, P or S(dim)"),  # type: ignore[arg-type]
+    "src that is not a type": (lambda w: spmd.all_reduce(x46(w), tp, src="P", dst=R), TypeError, "R, I, V, P, Pavg, Pmax, Pmin or S(dim)"),  # type: ignore[arg-type]
     "axis given as a string": (lambda w: spmd.all_reduce(x46(w), "tp", src=P, dst=R), TypeError, "MeshAxis"),  # type: ignore[arg-type]
     "axis not bound to a group": (lambda w: spmd.all_reduce(x46(w), cp, src=P, dst=R), UnboundAxisError, "bind_mesh"),
     "unsupported reduce op": (lambda w: spmd.all_reduce(x46(w), tp, src=P, dst=R, op="max"), ValueError, '"sum" or "avg"'),  # type: ignore[arg-type]

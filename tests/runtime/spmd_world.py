@@ -4,7 +4,7 @@
   backend; a tensor holds every rank's shard.
 * :func:`run_world`: ``world_size`` real gloo processes (2 dp x 2 tp mesh)
   that each run every check of a module's ``CHECKS`` and write what failed;
-  one world serves a whole test module.
+  one world serves a whole test module (:func:`gloo_tests` makes its tests).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import tempfile
 import traceback
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -88,6 +89,24 @@ def run_world(module: str, timeout: float = 240.0) -> dict[str, str]:
         per_rank = [_read(Path(out) / f"rank{r}.json") for r in range(WORLD_SIZE)]
     codes = [p.exitcode for p in procs]
     return {name: _merge(name, per_rank, codes) for name in names}
+
+
+def gloo_tests(module: str, checks: Mapping[str, Check]) -> tuple[Any, Any]:
+    """One gloo world per test module and one test per check.
+
+    ``gloo_world, test_gloo = gloo_tests(__name__, CHECKS)`` at module level:
+    pytest collects the fixture and the parametrised test from those names.
+    """
+
+    @pytest.fixture(scope="module")
+    def gloo_world() -> dict[str, str]:
+        return run_world(module)
+
+    @pytest.mark.parametrize("name", list(checks))
+    def test_gloo(gloo_world: dict[str, str], name: str) -> None:
+        assert gloo_world[name] == "", gloo_world[name]
+
+    return gloo_world, test_gloo
 
 
 def _read(path: Path) -> dict[str, str]:

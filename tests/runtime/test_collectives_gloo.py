@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import functools
 
-import pytest
 import torch
 import torch.distributed as dist
 from spmd_cases import cases, check
-from spmd_world import GROUPS, Check, GlooWorld, run_world
+from spmd_world import GROUPS, Check, GlooWorld, gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
@@ -127,11 +126,4 @@ def _build_checks() -> dict[str, Check]:
 CHECKS = _build_checks()
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[str, str]:
-    return run_world(__name__)
-
-
-@pytest.mark.parametrize("name", list(CHECKS))
-def test_gloo(results: dict[str, str], name: str) -> None:
-    assert results[name] == "", results[name]
+gloo_world, test_gloo = gloo_tests(__name__, CHECKS)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-import pytest
 from dtensor_checks import CHECKS as WORLD_CHECKS
-from spmd_world import Check, GlooWorld, run_world
+from spmd_world import Check, GlooWorld, gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
@@ -31,11 +30,4 @@ def _bound(fn: Callable[..., None]) -> Check:
 CHECKS = {name: _bound(fn) for name, fn in WORLD_CHECKS.items()}
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[str, str]:
-    return run_world(__name__)
-
-
-@pytest.mark.parametrize("name", list(CHECKS))
-def test_gloo(results: dict[str, str], name: str) -> None:
-    assert results[name] == "", results[name]
+gloo_world, test_gloo = gloo_tests(__name__, CHECKS)

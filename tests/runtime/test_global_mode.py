@@ -35,7 +35,7 @@ from typing import Callable, Union
 import pytest
 import torch
 from spmd_cases import Parts, World
-from spmd_world import GROUPS, Check, GlooWorld, SimWorld, run_world
+from spmd_world import GROUPS, Check, GlooWorld, SimWorld, gloo_tests
 from torch.distributed._local_tensor import maybe_disable_local_tensor_mode
 from torch.distributed.device_mesh import DeviceMesh
 
@@ -268,11 +268,4 @@ CHECKS: dict[str, Check] = {
 }
 
 
-@pytest.fixture(scope="module")
-def gloo_results() -> dict[str, str]:
-    return run_world(__name__)
-
-
-@pytest.mark.parametrize("name", list(CHECKS))
-def test_gloo_matches_single_device(gloo_results: dict[str, str], name: str) -> None:
-    assert gloo_results[name] == "", gloo_results[name]
+gloo_world, test_gloo = gloo_tests(__name__, CHECKS)

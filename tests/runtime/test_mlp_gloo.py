@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from spmd_world import run_world
+from spmd_world import gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
@@ -54,14 +54,7 @@ def sp_true_gradients(mesh: DeviceMesh) -> None:
 CHECKS = {"sp_false_gradients": sp_false_gradients, "sp_true_gradients": sp_true_gradients}
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[str, str]:
-    return run_world(__name__)
-
-
-@pytest.mark.parametrize("name", list(CHECKS))
-def test_mlp_gradients_equal_single_process(results: dict[str, str], name: str) -> None:
-    assert results[name] == "", results[name]
+gloo_world, test_gloo = gloo_tests(__name__, CHECKS)
 
 
 @pytest.mark.parametrize("flags", [[], ["--sp"]], ids=["sp_off", "sp_on"])

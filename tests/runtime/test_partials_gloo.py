@@ -9,11 +9,10 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-import pytest
 import torch
 import torch.distributed as dist
 from partial_checks import check_double_backward, check_make, check_resolve, check_softmax
-from spmd_world import GROUPS, Check, GlooWorld, run_world
+from spmd_world import GROUPS, Check, GlooWorld, gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
@@ -82,11 +81,4 @@ def _build_checks() -> dict[str, Check]:
 CHECKS = _build_checks()
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[str, str]:
-    return run_world(__name__)
-
-
-@pytest.mark.parametrize("name", list(CHECKS))
-def test_gloo(results: dict[str, str], name: str) -> None:
-    assert results[name] == "", results[name]
+gloo_world, test_gloo = gloo_tests(__name__, CHECKS)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import pytest
 import torch
 from spmd_cases import Parts, World
-from spmd_world import MESH_DIMS, Check, GlooWorld, SimWorld, run_world
+from spmd_world import MESH_DIMS, Check, GlooWorld, SimWorld, gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
@@ -304,12 +304,5 @@ CHECKS: dict[str, Check] = {
 }
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[str, str]:
-    return run_world(__name__)
-
-
-@pytest.mark.parametrize("name", list(CHECKS))
-def test_gloo(results: dict[str, str], name: str) -> None:
-    assert results[name] == "", results[name]
+gloo_world, test_gloo = gloo_tests(__name__, CHECKS)
 

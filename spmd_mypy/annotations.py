@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from mypy.nodes import Context, MypyFile, PlaceholderNode, SymbolNode, TypeInfo
+from mypy.nodes import Context, Expression, MypyFile, PlaceholderNode, RefExpr, SymbolNode, TupleExpr, TypeInfo
 from mypy.plugin import AnalyzeTypeContext
 from mypy.types import AnyType, RawExpressionType, Type, TypeOfAny, UnboundType
 
@@ -108,6 +108,18 @@ def shard_group(axis_type: AxisType, axes: list[str], written: str) -> list[tupl
             f"{written!r}: only a shard spans several axes, e.g. S(0)@(dp, tp); give {axis_type} one axis"
         )
     return [(axis, Shard(axis_type.shard, order)) for order, axis in enumerate(axes)]
+
+
+def axes_of(expr: Expression) -> tuple[str, ...] | None:
+    """``tp`` -> ("tp",), ``(dp, cp)`` -> ("dp", "cp"); None when not a static axis."""
+    if isinstance(expr, TupleExpr):
+        parts = [axes_of(item) for item in expr.items]
+        if not parts or any(p is None for p in parts):
+            return None
+        return tuple(axis for part in parts for axis in part)  # type: ignore[union-attr]
+    if isinstance(expr, RefExpr) and isinstance(expr.node, TypeInfo):
+        return (axis_name_of(expr.node, expr.node.name),)
+    return None
 
 
 def tensor_type_of(entries: list[tuple[str, AxisType]]) -> TensorType:

@@ -25,7 +25,7 @@ from spmd_mypy.annotations import (
     AnnotationError,
     DimText,
     Missing,
-    axis_name_of,
+    axes_of,
     axis_type_of,
     shard_group,
     tensor_type_of,
@@ -113,18 +113,6 @@ def _arguments(ctx: FunctionContext) -> dict[str, tuple[Expression, Type]]:
         for name, exprs, types in zip(ctx.callee_arg_names, ctx.args, ctx.arg_types)
         if name is not None and exprs
     }
-
-
-def axes_of(expr: Expression) -> tuple[str, ...] | None:
-    """``tp`` -> ("tp",), ``(dp, cp)`` -> ("dp", "cp"); None when not a static axis."""
-    if isinstance(expr, TupleExpr):
-        parts = [axes_of(item) for item in expr.items]
-        if not parts or any(p is None for p in parts):
-            return None
-        return tuple(axis for part in parts for axis in part)  # type: ignore[union-attr]
-    if isinstance(expr, RefExpr) and isinstance(expr.node, TypeInfo):
-        return (axis_name_of(expr.node, expr.node.name),)
-    return None
 
 
 def spmd_type_of(expr: Expression) -> AxisType | None:

@@ -62,7 +62,6 @@ from mypy.nodes import (
     StrExpr,
     TryStmt,
     TupleExpr,
-    TypeInfo,
     UnaryExpr,
     WhileStmt,
     WithStmt,
@@ -70,10 +69,10 @@ from mypy.nodes import (
 from mypy.plugin import CheckerPluginInterface, FunctionContext, FunctionSigContext, MethodContext, MethodSigContext
 from mypy.types import CallableType, FunctionLike, Instance, TupleType, Type, get_proper_type
 
-from spmd_stubs import algebra, sharding
+from spmd_stubs import sharding
 from spmd_stubs.algebra import AxisType, Code, Kind, PartialOf, Replicate, Scalar, SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, report
-from spmd_mypy.annotations import AnnotationError, axis_name_of
+from spmd_mypy.annotations import AnnotationError, axes_of
 from spmd_mypy.config import Config
 from spmd_mypy.inference import Actual, Choice, Everywhere, OpCall, infer, type_of
 from spmd_mypy.ops import REQUIRED, TABLE, Shape, effect_for, shape_for
@@ -250,25 +249,18 @@ def _region_call(decorator: Expression) -> tuple[str, frozenset[str]] | None:
         return None
     axes: set[str] = set()
     for arg in decorator.args:
-        named = axes_of(arg)
+        named = _static_axes(arg)
         if named is not None:
             axes.update(named)
     return fullname, frozenset(axes)
 
 
-def axes_of(expr: Expression) -> tuple[str, ...] | None:
-    """``tp`` -> ("tp",), ``(dp, cp)`` -> ("dp", "cp"); None when not static mesh axes."""
-    if isinstance(expr, TupleExpr):
-        parts = [axes_of(item) for item in expr.items]
-        if not parts or any(p is None for p in parts):
-            return None
-        return tuple(axis for part in parts for axis in part)  # type: ignore[union-attr]
-    if isinstance(expr, RefExpr) and isinstance(expr.node, TypeInfo):
-        try:
-            return (axis_name_of(expr.node, expr.node.name),)
-        except AnnotationError:
-            return None
-    return None
+def _static_axes(expr: Expression) -> tuple[str, ...] | None:
+    """The mesh axes ``expr`` names (``tp``, ``(dp, cp)``), None where it names none statically."""
+    try:
+        return axes_of(expr)
+    except AnnotationError:
+        return None
 
 
 def current_axes(api: CheckerPluginInterface) -> frozenset[str]:
@@ -686,7 +678,7 @@ def spmd_op_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]
         partial_axes: tuple[str, ...] = ()
         for arg_name, actuals in groups:
             if arg_name == "out_partial_axes" and actuals and actuals[0].expr is not None:
-                named = axes_of(actuals[0].expr)
+                named = _static_axes(actuals[0].expr)
                 if named is None and not _is_none(actuals[0].expr):
                     report.fail(
                         ctx.api,

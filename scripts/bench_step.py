@@ -1,6 +1,6 @@
 """A training step of the typed GPT example against the same model with raw Megatron-style comms.
 
-    .venv/bin/python scripts/bench_step.py [--blocks 6] [--steps-per-block 5]
+    .venv/bin/python scripts/bench_step.py [--blocks 6] [--steps-per-block 5] [--raw-out-of-place]
 
 Four local gloo ranks (2 dp x 2 tp) build ``examples/gpt/tp_gpt.py``'s model
 once.  The "raw" variant runs the very same model with the module-level name
@@ -8,13 +8,17 @@ once.  The "raw" variant runs the very same model with the module-level name
 collective or cast the model calls is served by a hand-written
 ``torch.autograd.Function`` calling ``torch.distributed`` directly, as
 Megatron-LM's ``tensor_parallel/mappings.py`` does (casts with no
-communication, ``reinterpret``, become the identity).  A step is forward,
+communication, ``reinterpret``, become the identity), and ``spmd.linear``
+(the model's global-SPMD parallel linears; at runtime an argument check and
+``F.linear``) by ``F.linear``.  A step is forward,
 backward and the dp gradient all-reduce; weights are not updated, so every
 step does the same work.
 
 The two variants are first checked to give the same loss and gradients, then
 timed in alternating blocks (the order flips every block, a barrier before
-each step); a step's time is the slowest rank's, the table the median.
+each step); a step's wall time is the slowest rank's, its CPU time the
+ranks' mean main-thread CPU time (see :func:`timed_steps`); the table gives
+medians.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gpt"))
@@ -53,8 +58,16 @@ Group = Optional[dist.ProcessGroup]
 # --------------------------------------------------------------------------
 
 
+IN_PLACE = True
+"""Megatron all-reduces the caller's tensor in place; ``--raw-out-of-place``
+reduces a copy instead, as the typed ``all_reduce`` (which never modifies its
+input) must."""
+
+
 def _reduce(x: torch.Tensor, group: Group) -> torch.Tensor:
-    """All-reduce in place (Megatron's ``_reduce``)."""
+    """All-reduce in place (Megatron's ``_reduce``), or on a copy (see ``IN_PLACE``)."""
+    if not IN_PLACE:
+        x = x.clone(memory_format=torch.contiguous_format)
     dist.all_reduce(x, group=group)
     return x
 
@@ -173,6 +186,12 @@ class MegatronComm:
     def reinterpret(self, x: torch.Tensor, axis: Any, *, src: Any, dst: Any) -> torch.Tensor:
         return self._call("reinterpret", x, axis, src, dst)
 
+    def linear(
+        self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, *, out_partial_axes: Any = None
+    ) -> torch.Tensor:
+        """``spmd.linear`` without the type: the local product (a partial result is implicit in raw code)."""
+        return F.linear(x, weight, bias)
+
 
 @contextlib.contextmanager
 def model_comms(comms: Any) -> Iterator[None]:
@@ -232,15 +251,21 @@ def max_difference(setup: Setup, raw: MegatronComm) -> float:
     return max((a - b).abs().max().item() for a, b in zip(typed_out, raw_out))
 
 
-def timed_steps(setup: Setup, comms: Any, count: int) -> list[float]:
-    """Seconds per step, ``count`` steps, a barrier before each."""
+def timed_steps(setup: Setup, comms: Any, count: int) -> list[tuple[float, float]]:
+    """(wall, main-thread CPU) seconds per step, ``count`` steps, a barrier before each.
+
+    The main thread's CPU time is the rank's own work, Python and kernels
+    (gloo runs the collectives on its own threads while the main thread
+    blocks): where other jobs share the cores it is far steadier than the
+    wall time, which also counts the time spent waiting for a core.
+    """
     times = []
     with model_comms(comms):
         for _ in range(count):
             dist.barrier()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             step(setup)
-            times.append(time.perf_counter() - start)
+            times.append((time.perf_counter() - start, time.thread_time() - start_cpu))
     return times
 
 
@@ -251,7 +276,7 @@ def bench_config(cfg: tp_gpt.Config, ranks: tuple[int, int], blocks: int, per_bl
     difference = max_difference(setup, raw)
     for comms in variants.values():
         timed_steps(setup, comms, WARMUP)
-    times: dict[str, list[float]] = {name: [] for name in variants}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for block in range(blocks):
         order = list(variants) if block % 2 == 0 else list(reversed(variants))
         for name in order:
@@ -259,8 +284,10 @@ def bench_config(cfg: tp_gpt.Config, ranks: tuple[int, int], blocks: int, per_bl
     return {"sp": cfg.sequence_parallel, "difference": difference, "times": times}
 
 
-def rank_main(blocks: int, per_block: int) -> list[dict[str, Any]]:
+def rank_main(blocks: int, per_block: int, in_place: bool) -> list[dict[str, Any]]:
     """Both SP modes on this rank, in one world."""
+    global IN_PLACE
+    IN_PLACE = in_place
     mesh = init_device_mesh("cpu", MESH, mesh_dim_names=("dp", "tp"))
     spmd.bind_mesh(mesh)
     ranks = mesh.get_local_rank("dp"), mesh.get_local_rank("tp")
@@ -283,22 +310,30 @@ def slowest_rank(per_rank: list[list[float]]) -> list[float]:
     return [max(step_times) for step_times in zip(*per_rank)]
 
 
+def mean_rank(per_rank: list[list[float]]) -> list[float]:
+    """Per step, the mean over the ranks."""
+    return [statistics.fmean(step_times) for step_times in zip(*per_rank)]
+
+
 def table(per_rank: list[list[dict[str, Any]]]) -> list[str]:
-    """Markdown rows: config, typed and raw median ms/step, typed/raw, max difference."""
+    """Markdown rows: config; typed and raw median wall ms/step (slowest rank) and
+    main-thread CPU ms/step (mean rank), their typed/raw ratios; max difference."""
     rows = [
-        "| config | typed ms/step | raw ms/step | typed/raw | max loss/grad difference |",
-        "|---|---|---|---|---|",
+        "| config | typed ms/step | raw ms/step | typed/raw | typed CPU ms/step | raw CPU ms/step "
+        "| CPU typed/raw | max loss/grad difference |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for index, result in enumerate(per_rank[0]):
-        median = {
-            name: 1e3 * statistics.median(slowest_rank([rank[index]["times"][name] for rank in per_rank]))
-            for name in ("typed", "raw")
-        }
+        wall, cpu = {}, {}
+        for name in ("typed", "raw"):
+            ranks = [rank[index]["times"][name] for rank in per_rank]
+            wall[name] = 1e3 * statistics.median(slowest_rank([[w for w, _ in r] for r in ranks]))
+            cpu[name] = 1e3 * statistics.median(mean_rank([[c for _, c in r] for r in ranks]))
         difference = max(rank[index]["difference"] for rank in per_rank)
         sp = "on" if result["sp"] else "off"
         rows.append(
-            f"| 2 dp x 2 tp, SP {sp} | {median['typed']:.1f} | {median['raw']:.1f} | "
-            f"{median['typed'] / median['raw']:.3f} | {difference:.1e} |"
+            f"| 2 dp x 2 tp, SP {sp} | {wall['typed']:.1f} | {wall['raw']:.1f} | {wall['typed'] / wall['raw']:.3f} "
+            f"| {cpu['typed']:.1f} | {cpu['raw']:.1f} | {cpu['typed'] / cpu['raw']:.3f} | {difference:.1e} |"
         )
     return rows
 
@@ -312,10 +347,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--blocks", type=int, default=6, help="alternating blocks per variant")
     parser.add_argument("--steps-per-block", type=int, default=5)
+    parser.add_argument(
+        "--raw-out-of-place", action="store_true", help="raw all-reduces a copy, not the caller's tensor (as typed does)"
+    )
     args = parser.parse_args(argv)
     print(f"{CONFIG}, float32, {os.cpu_count()} cores; before: {load()}", flush=True)
-    per_rank = spawn(rank_main, args.blocks, args.steps_per_block, world_size=MESH[0] * MESH[1], timeout=1800)
-    print(f"after: {load()}; {args.blocks * args.steps_per_block} timed steps per variant, {WARMUP} warmup")
+    per_rank = spawn(
+        rank_main, args.blocks, args.steps_per_block, not args.raw_out_of_place, world_size=MESH[0] * MESH[1], timeout=1800
+    )
+    raw = "raw all-reduces on a copy" if args.raw_out_of_place else "raw all-reduces in place"
+    print(f"after: {load()}; {args.blocks * args.steps_per_block} timed steps per variant, {WARMUP} warmup; {raw}")
     print("\n".join(table(per_rank)))
     return 0
 

@@ -41,7 +41,7 @@ from torch.distributed.device_mesh import init_device_mesh
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gpt"))
 
 import spmd_stubs as spmd  # noqa: E402
-from spmd_stubs import I, P, R, S, V  # noqa: E402
+from spmd_stubs import I, P, Pmax, R, S, V  # noqa: E402
 from spmd_stubs.axes import dp, tp  # noqa: E402
 
 import tp_gpt  # noqa: E402
@@ -137,9 +137,10 @@ class _ReduceScatterToSequenceParallelRegion(torch.autograd.Function):
         return _gather_along_first_dim(grad, ctx.group), None
 
 
-def _gather_stacked(x: torch.Tensor, group: Group) -> torch.Tensor:
-    """Every rank's ``x`` stacked on a new dim 0 (used on a detached value: no backward)."""
-    return _gather_along_first_dim(x.unsqueeze(0), group)
+def _reduce_max(x: torch.Tensor, group: Group) -> torch.Tensor:
+    """Megatron's vocab-parallel row max: an in-place MAX all-reduce of a detached value."""
+    dist.all_reduce(x, op=dist.ReduceOp.MAX, group=group)
+    return x
 
 
 def _identity(x: torch.Tensor, group: Group) -> torch.Tensor:
@@ -156,7 +157,8 @@ RAW: dict[tuple[str, Any, Any], Raw] = {
     ("all_reduce", P, R): _reduce,  # the dp gradient sync, under no_grad: in place, as DDP
     ("all_gather", S(0), R): _GatherFromSequenceParallelRegion.apply,
     ("reduce_scatter", P, S(0)): _ReduceScatterToSequenceParallelRegion.apply,
-    ("all_gather", V, R): _gather_stacked,
+    ("all_reduce", Pmax, R): _reduce_max,
+    ("reinterpret", V, Pmax): _identity,
     ("reinterpret", V, P): _identity,
 }
 

@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import spmd_stubs as spmd
-from spmd_stubs import I, P, R, S, Tensor, V
+from spmd_stubs import I, P, Pmax, R, S, Tensor, V
 from spmd_stubs.axes import dp, tp
 
 EPS = 1e-5
@@ -331,13 +331,13 @@ def vocab_parallel_cross_entropy(
     ``loss = log(sum_v exp(z_v - m)) - (z_target - m)`` with every sum over
     the whole vocabulary, i.e. over tp: the full logits are never gathered.
     """
-    # 1. The row max, for a stable exp.  A max is not a sum, so it cannot ride
-    #    a (sum) all_reduce of a partial: gather every rank's max (V -> R,
-    #    stacked on a new dim 0) and take the max of those.  Detached: the
-    #    loss does not depend on the shift, so the shift needs no gradient;
-    #    R because each rank subtracts it from its own, different logits.
-    local_max = logits.detach().amax(dim=-1)
-    row_max = spmd.all_gather(local_max, tp, src=V, dst=R).amax(dim=0)
+    # 1. The row max, for a stable exp: each rank's max over its slice is a
+    #    part of one pending max (Pmax, not a sum), resolved by a MAX
+    #    all-reduce.  Detached: the loss does not depend on the shift, so the
+    #    shift needs no gradient; R because each rank subtracts it from its
+    #    own, different logits.
+    local_max = spmd.reinterpret(logits.detach().amax(dim=-1), tp, src=V, dst=Pmax)
+    row_max = spmd.all_reduce(local_max, tp, src=Pmax, dst=R)
     shifted = logits - row_max.unsqueeze(-1)
     # 2. sum_v exp: each rank's sum over its slice is a part of one sum (P).
     #    Every rank then does the same thing with the total (dst=I), so the

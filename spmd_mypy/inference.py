@@ -102,6 +102,7 @@ def expand(rule: Rule, call: OpCall) -> tuple[Expr, list[list[Choice]]]:
     """The rule as an expression over a flat operand list, with each operand's choices."""
     if isinstance(rule, Variadic):
         flat = [choices(a) for group in call.operands[rule.start :] for a in tensors_in(group, call.api)]
+        flat = [options for options in flat if not all(isinstance(c, Scalar) for c in options)]
         return Apply(rule.linearity, *(Arg(i) for i in range(len(flat)))), flat
     return rule, [choices(group[0]) if group else [ABSENT] for group in call.operands]
 

@@ -6,7 +6,9 @@ method the receiver is operand 0 and the method's parameters follow
 (``torch.add(input, other)``: 0, 1; ``F.linear(input, weight, bias)``: 0, 1,
 2).  A parameter the expression does not mention (``dim``, ``dtype``) is not
 an operand.  :class:`Variadic` ops take every tensor of one parameter (a list
-for ``cat``, ``*operands`` for ``einsum``) and those after it.
+for ``cat``, ``*operands`` for ``einsum``) and those after it; arguments that
+are never tensors there (``cat``'s ``dim``, ``einsum``'s equation) are not
+operands.
 
 Composite ops are decompositions (DESIGN section 2): ``linear(x, w, b)`` is
 ``x @ w.T + b``, ``addmm(b, m1, m2)`` is ``b + m1 @ m2``, ``layer_norm(x, s,
@@ -31,7 +33,13 @@ ADDITIVE, MULTILINEAR, SELECT = Linearity.ADDITIVE, Linearity.MULTILINEAR, Linea
 
 @dataclass(frozen=True)
 class Variadic:
-    """``linearity`` over every tensor or scalar operand from parameter ``start`` on."""
+    """``linearity`` over every tensor operand from parameter ``start`` on.
+
+    Arguments that are never tensors (python numbers, strings, index lists)
+    are the op's parameters, not operands: ``einsum``'s equation, ``cat``'s
+    and ``softmax``'s ``dim``.  They are left out of the judgement (a ``dim``
+    is no term of ``cat``'s sum) and of the messages.
+    """
 
     linearity: Linearity
     start: int = 0
@@ -117,7 +125,7 @@ TABLE: dict[str, Rule] = {
     "hstack": Variadic(ADDITIVE),
     "vstack": Variadic(ADDITIVE),
     "dstack": Variadic(ADDITIVE),
-    "einsum": Variadic(MULTILINEAR),  # einsum(*args): the equation is a neutral scalar
+    "einsum": Variadic(MULTILINEAR),  # einsum(equation, *operands): the equation is no operand
     "chain_matmul": Variadic(MULTILINEAR),
     "linear": LINEAR_LAYER,
     "bilinear": Apply(ADDITIVE, Apply(MULTILINEAR, Arg(0), Arg(1), Arg(2)), Arg(3)),

@@ -86,8 +86,38 @@ class _Plan:
     extremum (:func:`spmd_stubs._kernels.partial_share`)."""
 
     def run(self, x: torch.Tensor, comm: Comm, divisor: int) -> torch.Tensor:
-        y = self.kernel(x, comm, self.step.src, self.step.dst)
+        try:
+            y = self.kernel(x, comm, self.step.src, self.step.dst)
+        except RuntimeError as error:
+            # No check of its own (comparing shapes across ranks would cost a
+            # collective per call): the backend's error, given the call's context.
+            raise _backend_error(self.step, comm, x, error) from error
         return y if divisor == 1 else y / divisor
+
+
+_MISMATCH_FIX = {
+    "all_reduce": "make the ranks' x the same shape before the call (the reduction is elementwise), "
+    "e.g. pad the shorter ones with torch.nn.functional.pad",
+    "all_gather": "make the ranks' parts the same shape, or for parts of different lengths along the "
+    "shard dim pass split_sizes= (one length per rank) with src=S(i)",
+    "reduce_scatter": "make the ranks' x the same shape before the call; pass split_sizes= with dst=S(i) "
+    "to give the ranks parts of different lengths",
+    "all_to_all": "make the ranks' x the same shape before the call; pass split_sizes= with S(i) for "
+    "parts of different lengths",
+}
+
+
+def _backend_error(step: Step, comm: Comm, x: torch.Tensor, error: RuntimeError) -> ValueError:
+    """The backend's error in a collective, with the axis, the call, the local shape and the fix."""
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+    fix = _MISMATCH_FIX.get(step.op, f"make the ranks' x the same shape and dtype before {step.op}")
+    return ValueError(
+        f"{step.call(comm.axis)} failed in the communication backend on this rank, whose x has shape "
+        f"{tuple(x.shape)} and dtype {x.dtype}: {reason}. "
+        f"The usual cause is ranks of axis {comm.axis} passing tensors of different shapes or dtypes. "
+        f"Fix: {fix}. TORCH_DISTRIBUTED_DEBUG=DETAIL makes torch compare the shapes before every "
+        f"collective, so that every rank reports a mismatch instead of some of them crashing or hanging."
+    )
 
 
 @_memoized

@@ -46,8 +46,26 @@ CLEAR_ERRORS: dict[str, tuple[Call, type[Exception], str]] = {
     "split_sizes of the wrong length": (lambda w: spmd.reduce_scatter(x36(w), tp, src=P, dst=S(0), split_sizes=[1, 1, 1]), ValueError, "one non-negative size per rank"),
     "split_sizes of the wrong sum": (lambda w: spmd.reduce_scatter(x36(w), tp, src=P, dst=S(0), split_sizes=[1, 1]), ValueError, "summing to the size of dim 0"),
     "V whose dim 0 is not the axis size": (lambda w: spmd.all_to_all(x36(w), tp, src=V, dst=V), ValueError, "dim 0 must have size 2"),
-    "ranks disagree on the shape (all_reduce)": (lambda w: spmd.all_reduce(_ragged(w), tp, src=P, dst=R), RuntimeError, "must match"),
+    "ranks disagree on the shape (all_reduce)": (lambda w: spmd.all_reduce(_ragged(w), tp, src=P, dst=R), ValueError, "all_reduce(x, tp, src=P, dst=R) failed in the communication backend"),
+    "ranks disagree on the shape (all_to_all)": (lambda w: spmd.all_to_all(_ragged(w), tp, src=S(0), dst=S(1)), ValueError, "ranks of axis tp passing tensors of different shapes"),
 }
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"])
+def test_backend_error_names_the_call_the_axis_and_the_fix(sim: SimWorld, op: str) -> None:
+    """The backend's RuntimeError on ragged parts comes back as a ValueError chained to it."""
+    calls = {
+        "all_reduce": lambda x: spmd.all_reduce(x, tp, src=P, dst=R),
+        "all_gather": lambda x: spmd.all_gather(x, tp, src=S(1), dst=R),
+        "reduce_scatter": lambda x: spmd.reduce_scatter(x, tp, src=P, dst=S(1)),
+        "all_to_all": lambda x: spmd.all_to_all(x, tp, src=S(0), dst=S(1)),
+    }
+    with pytest.raises(ValueError) as info:
+        calls[op](_ragged(sim))
+    message = str(info.value)
+    assert f"{op}(x, tp, src=" in message and "axis tp" in message and "shape (" in message, message
+    assert "Fix: make the ranks' " in message, message
+    assert isinstance(info.value.__cause__, RuntimeError)
 
 
 @pytest.mark.parametrize("name", list(CLEAR_ERRORS))

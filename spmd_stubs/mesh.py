@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Union
 
+import torch
 import torch.distributed as dist
 from torch.distributed import ProcessGroup
 from torch.distributed.device_mesh import DeviceMesh
@@ -124,7 +125,9 @@ def group_of(axes: AxisLike) -> ProcessGroup:
 
 
 def group_and_size(axes: AxisLike) -> tuple[ProcessGroup, int]:
-    """:func:`group_of` ``axes`` and its world size, cached per ``axes`` object."""
+    """:func:`group_of` ``axes`` and its world size, cached per ``axes`` object (eager calls)."""
+    if torch.compiler.is_compiling():
+        return _traced_group_and_size(axes)
     try:
         return _resolved[axes]
     except (KeyError, TypeError):  # TypeError: unhashable, group_of says what is wrong
@@ -132,6 +135,20 @@ def group_and_size(axes: AxisLike) -> tuple[ProcessGroup, int]:
     group = group_of(axes)
     _resolved[axes] = resolved = (group, dist.get_world_size(group))
     return resolved
+
+
+def _traced_group_and_size(axes: AxisLike) -> tuple[ProcessGroup, int]:
+    """:func:`group_and_size` under ``torch.compile``: the caches neither read nor filled.
+
+    Dynamo guards on what traced code finds in a dict: an entry the trace
+    added (or an eager call adds later) fails that guard and the next call
+    recompiles.  One axis resolves from its binding alone, which only a
+    rebinding changes; a flattened tuple's group is built once and kept in
+    ``_groups``, as eagerly (building it per trace would make a new group).
+    """
+    names = _names(axes)
+    group = _resolve(names) if len(names) == 1 else _group(names)
+    return group, dist.get_world_size(group)
 
 
 def _group(names: tuple[str, ...]) -> ProcessGroup:

@@ -107,6 +107,36 @@ def compiles_with_collectives_and_casts(mesh: DeviceMesh) -> None:
         spmd.unbind()
 
 
+def compiles_once_for_new_axes(mesh: DeviceMesh) -> None:
+    """The first use of an axis inside compiled code costs no recompile, nor does an eager call between.
+
+    Traced code reads and fills no group cache (dynamo would guard on its
+    contents, and the next call would find them changed).
+    """
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = spmd.all_reduce(x.sin(), tp, src=V, dst=R)
+        y = spmd.all_gather(y, dp, src=V, dst=R)
+        return spmd.all_reduce(y, (dp, tp), src=V, dst=R, op="avg")
+
+    spmd.bind_mesh(mesh)  # fresh bindings: no axis resolved yet
+    try:
+        spmd.group_of((dp, tp))  # a flattened group is built eagerly, once
+        counter = CompileCounterWithBackend("aot_eager")
+        compiled = torch.compile(f, backend=counter, fullgraph=True)
+        x = torch.arange(4.0) + dist.get_rank()
+        first, second = compiled(x), compiled(x)
+        assert counter.frame_count == 1, f"recompiled: {counter.frame_count} frames after two calls"
+        eager = f(x)  # fills the eager caches
+        third = compiled(x)
+        assert counter.frame_count == 1, f"recompiled after an eager call: {counter.frame_count} frames"
+        for got in (first, second, third):
+            torch.testing.assert_close(got, eager)
+    finally:
+        spmd.unbind()
+
+
 def _build_checks() -> dict[str, Check]:
     checks: dict[str, Check] = {}
     for case in cases():
@@ -118,6 +148,7 @@ def _build_checks() -> dict[str, Check]:
         explicit_flattened_group,
         group_argument_overrides_the_binding,
         compiles_with_collectives_and_casts,
+        compiles_once_for_new_axes,
     ):
         checks[fn.__name__] = fn
     return checks

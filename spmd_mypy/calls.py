@@ -8,6 +8,7 @@ tensor's type, and the out-of-place result must equal it (``spmd-inplace``).
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 from mypy.nodes import Context, Expression
@@ -18,7 +19,7 @@ from spmd_stubs import algebra
 from spmd_stubs.algebra import SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, global_mode, report
 from spmd_mypy.config import Config
-from spmd_mypy.inference import Actual, OpCall, infer
+from spmd_mypy.inference import ABSENT, Actual, OpCall, _on_axis, choices, infer
 from spmd_mypy.ops import Rule, effect_for, out_of_place, rule_for
 from spmd_mypy.representation import contains_tensor, has_spmd, result_type, spmd_members
 
@@ -38,6 +39,8 @@ def _actuals(arg_types: list[list[Type]], args: list[list[Expression]]) -> list[
 
 def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
     """Hook for ``Tensor.<name>``: operand 0 is the receiver."""
+    if name == "__setitem__":
+        return setitem_hook
     base, inplace = out_of_place(name)
     rule = rule_for(name)
 
@@ -112,6 +115,27 @@ def _written(call: OpCall, results: list[TensorType | None], target: Type, defau
                 except SpmdTypeError as error:
                     report.rule_error(call.api, call.context, error)
     return result_type(default, list(spmd_members(target)))
+
+
+def setitem_hook(ctx: MethodContext) -> Type:
+    """``x[i] = y``: an in-place write, so x keeps its type, which the write must not change.
+
+    Every alternative of x, i and y is judged on each of x's axes by
+    :func:`spmd_stubs.algebra.check_write`; an unknown y (or one that does
+    not mention the axis) is accepted.
+    """
+    targets = [t for t in spmd_members(ctx.type) if t is not None]
+    if not targets:
+        return ctx.default_return_type
+    operands = [choices(group[0]) if group else [ABSENT] for group in _actuals(ctx.arg_types, ctx.args)]
+    index, value = (operands + [[ABSENT], [ABSENT]])[:2]
+    for target, i, y in itertools.product(targets, index, value):
+        for axis, axis_type in target.axes:
+            try:
+                algebra.check_write(axis_type, _on_axis(y, axis), axis, _on_axis(i, axis))
+            except SpmdTypeError as error:
+                report.rule_error(ctx.api, ctx.context, error)
+    return ctx.default_return_type
 
 
 def _unmodelled(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
-from mypy.nodes import Context, Expression
+from mypy.nodes import Context, Expression, FloatExpr, IntExpr
 from mypy.plugin import AttributeContext, CheckerPluginInterface, FunctionContext, MethodContext
 from mypy.types import Type
 
@@ -129,6 +129,10 @@ def setitem_hook(ctx: MethodContext) -> Type:
         return ctx.default_return_type
     operands = [choices(group[0]) if group else [ABSENT] for group in _actuals(ctx.arg_types, ctx.args)]
     index, value = (operands + [[ABSENT], [ABSENT]])[:2]
+    if len(ctx.args) > 1 and ctx.args[1] and _is_zero(ctx.args[1][0]):
+        # Zeros keep every type: the same on every rank, and a part of any
+        # pending sum, avg, max or min of zeros (Megatron zeroes masked rows).
+        value = [ABSENT]
     for target, i, y in itertools.product(targets, index, value):
         for axis, axis_type in target.axes:
             try:
@@ -136,6 +140,10 @@ def setitem_hook(ctx: MethodContext) -> Type:
             except SpmdTypeError as error:
                 report.rule_error(ctx.api, ctx.context, error)
     return ctx.default_return_type
+
+
+def _is_zero(expr: Expression) -> bool:
+    return isinstance(expr, (IntExpr, FloatExpr)) and expr.value == 0
 
 
 def _unmodelled(

@@ -1042,7 +1042,7 @@ def check_write(target: AxisType, value: Operand, axis: str, index: Operand = No
     as gradual typing asks; a python scalar), ``index`` i's.  A write fits
     when x would keep its type with y's values in place: y of x's own type;
     a python scalar into anything but a pending sum (every rank's part would
-    hold it); R (or a scalar) into V, or into a pending avg/max/min (a value
+    hold it; the plugin lets a literal zero through, which fits every type); R (or a scalar) into V, or into a pending avg/max/min (a value
     the same on every rank is its own avg, max and min).  An index that
     varies writes at different positions on each rank: only a varying x
     stays what it was.  A Partial index cannot select (as for ``x[i]``).

@@ -23,6 +23,8 @@ def accepted(
     v[0] = s
     p[0] = q
     p[mask] = q
+    p[mask] = 0.0  # zeros are a part of any pending sum: masked rows zeroed, as Megatron does
+    p[0] = 0
     m[0] = r2  # a replicated value is its own max
     i[0] = i
     i[0] = 2.0
@@ -42,8 +44,9 @@ def rejected(
     v[0] = i  # E: spmd-inplace Fix: convert(y, tp, src=I, dst=R) first.
     p[0] = r2  # E: spmd-inplace Fix: convert(y, tp, src=R, dst=P)
     p[0] = v  # E: spmd-inplace Fix: reinterpret(y, tp, src=V, dst=P)
-    p[0] = 0.0  # E: spmd-inplace writes a python scalar into x of type P@tp on axis tp
+    p[0] = 1.0  # E: spmd-inplace writes a python scalar into x of type P@tp on axis tp
     p[vmask] = p  # E: spmd-inplace (x: P@tp, i: V@tp)
+    p[vmask] = 0.0  # E: spmd-inplace (x: P@tp, i: V@tp)
     m[0] = p  # E: spmd-inplace x would then mix Pmax@tp and P@tp elements
     i[0] = r2  # E: spmd-inplace Fix: convert(y, tp, src=R, dst=I, expert_mode=True) first.
     r[0] += p  # E: spmd-partial-affine

@@ -16,7 +16,7 @@ dim, ``S`` with a non-int dim, a form that cannot be read back) is an
 from __future__ import annotations
 
 import ast
-import os
+import functools
 from dataclasses import dataclass
 from typing import Callable, Union
 
@@ -138,29 +138,32 @@ def tensor_type_of(entries: list[tuple[str, AxisType]]) -> TensorType:
 # The headline form, read back from source
 # --------------------------------------------------------------------------
 
-_sources: dict[str, tuple[float, list[str]]] = {}
+_sources: dict[str, tuple[MypyFile, list[str]]] = {}
 
 
-def _source_lines(path: str) -> list[str]:
-    """The file's lines, re-read when it changes (the daemon rechecks edits)."""
-    mtime = os.stat(path).st_mtime
-    cached = _sources.get(path)
-    if cached is None or cached[0] != mtime:
-        with open(path, encoding="utf-8") as handle:
-            cached = (mtime, handle.read().splitlines())
-        _sources[path] = cached
+def _source_lines(module: MypyFile) -> list[str]:
+    """The lines of the file mypy parsed into ``module``.
+
+    Read once per tree: a daemon recheck parses an edited file into a new
+    one, so the tree's identity says when to read again (no stat per call).
+    """
+    cached = _sources.get(module.path)
+    if cached is None or cached[0] is not module:
+        with open(module.path, encoding="utf-8") as handle:
+            cached = (module, handle.read().splitlines())
+        _sources[module.path] = cached
     return cached[1]
 
 
-def source_text_of(path: str, node: Context) -> str:
-    """The source text between ``node``'s start and end positions."""
+def source_text_of(module: MypyFile, node: Context) -> str:
+    """The source text of ``module`` between ``node``'s start and end positions."""
     end_line, end_column = node.end_line, node.end_column
     if node.line < 1 or node.column < 0 or end_line is None or end_column is None:
         raise AnnotationError(f"cannot read this SPMD type back from source; {_CANONICAL_HINT}")
     try:
-        lines = _source_lines(path)[node.line - 1 : end_line]
+        lines = _source_lines(module)[node.line - 1 : end_line]
     except OSError as error:
-        raise AnnotationError(f"cannot read {path} to recover the SPMD type ({error}); {_CANONICAL_HINT}")
+        raise AnnotationError(f"cannot read {module.path} to recover the SPMD type ({error}); {_CANONICAL_HINT}")
     if not lines:
         raise AnnotationError(f"cannot read this SPMD type back from source; {_CANONICAL_HINT}")
     if len(lines) == 1:
@@ -186,14 +189,37 @@ def _int_constant(node: ast.expr) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class _AtForm:
+    """The names a ``TYPE@axis`` entry spells, before they are resolved in the module's scope."""
+
+    kind: str
+    dim: DimText | None
+    axes: tuple[str, ...]
+
+
 def parse_at_form(text: str, lookup: Lookup) -> list[tuple[str, AxisType]]:
     """``"S(-1)@tp"`` -> ``[("tp", S(-1))]``, ``"S(0)@(dp, tp)"`` -> both axes in order."""
+    written = _at_form(text.strip())
+    kind = lookup(written.kind)
+    axis_type = axis_type_of(kind, written.kind, _missing_dim(kind, written.dim))
+    axes = [axis_name_of(lookup(axis), axis) for axis in written.axes]
+    return shard_group(axis_type, axes, text.strip())
+
+
+@functools.lru_cache(maxsize=1024)
+def _at_form(text: str) -> _AtForm:
+    """The syntax of one entry (raises AnnotationError).
+
+    Cached: a code base spells the same few entries in every signature, and
+    parsing one with :mod:`ast` costs more than resolving its names.
+    """
     try:
-        tree = ast.parse(f"({text.strip()})", mode="eval").body
+        tree = ast.parse(f"({text})", mode="eval").body
     except SyntaxError:
         tree = None
     if not (isinstance(tree, ast.BinOp) and isinstance(tree.op, ast.MatMult)):
-        raise AnnotationError(f"expected TYPE@axis such as R@tp, got {text.strip()!r}; {_CANONICAL_HINT}")
+        raise AnnotationError(f"expected TYPE@axis such as R@tp, got {text!r}; {_CANONICAL_HINT}")
     left, dim = tree.left, None
     if isinstance(left, ast.Call):
         dim = _call_dim(left)
@@ -205,10 +231,7 @@ def parse_at_form(text: str, lookup: Lookup) -> list[tuple[str, AxisType]]:
         raise AnnotationError(f"unknown SPMD type {ast.unparse(left)!r}: write one of R, I, V, P or S(dim)")
     if not axes_written or None in axes_written:
         raise AnnotationError(f"{ast.unparse(tree.right)!r} is not a mesh axis: write e.g. R@tp")
-    kind = lookup(kind_name)
-    axis_type = axis_type_of(kind, kind_name, _missing_dim(kind, dim))
-    axes = [axis_name_of(lookup(w), w) for w in axes_written]  # type: ignore[arg-type]
-    return shard_group(axis_type, axes, text.strip())
+    return _AtForm(kind_name, dim, tuple(axes_written))  # type: ignore[arg-type]
 
 
 def _missing_dim(kind: SymbolNode | None, dim: DimText | None) -> DimText | None:
@@ -282,7 +305,7 @@ def analyze_spmd_tensor(ctx: AnalyzeTypeContext) -> Type:
 def _entries(arg: Type, ctx: AnalyzeTypeContext) -> list[tuple[str, AxisType]]:
     lookup = _lookup(ctx)
     if isinstance(arg, RawExpressionType) and arg.literal_value is None:
-        return parse_at_form(source_text_of(_module(ctx).path, arg), lookup)
+        return parse_at_form(source_text_of(_module(ctx), arg), lookup)
     if isinstance(arg, UnboundType):
         return parse_canonical(arg, lookup)
     raise AnnotationError(f"expected TYPE@axis such as R@tp, got {arg}")

@@ -9,6 +9,7 @@ there (gradual typing; reported as ``spmd-missing-axis`` in strict mode).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence, Union
@@ -144,8 +145,14 @@ def _on_axis(choice: Choice, axis: str) -> AxisType | Scalar | None:
     return choice
 
 
-def judge(expr: Expr, combination: Sequence[Choice], op: str, effect: Effect = None) -> TensorType | None:
-    """The result type of one combination of operand types (raises SpmdTypeError)."""
+@functools.lru_cache(maxsize=4096)
+def judge(expr: Expr, combination: tuple[Choice, ...], op: str, effect: Effect = None) -> TensorType | None:
+    """The result type of one combination of operand types (raises SpmdTypeError).
+
+    Cached: a code base applies the same ops to the same few types over and
+    over, and judging costs several times the lookup (a verdict that raises
+    is not cached and is judged again, with its message, each time).
+    """
     axes = sorted({axis for c in combination if isinstance(c, TensorType) for axis, _ in c.axes})
     result: dict[str, AxisType] = {}
     for axis in axes:

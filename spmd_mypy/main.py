@@ -108,6 +108,7 @@ class SpmdPlugin(Plugin):
     def get_customize_class_mro_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
         return guarded(add_hidden_parameter) if fullname == TENSOR else None
 
+    @functools.lru_cache(maxsize=None)
     def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Any] | None:
         if fullname == SPMD_TENSOR:
             return guarded(analyze_spmd_tensor)

@@ -32,7 +32,11 @@ MODULE = "torch.nn.modules.module.Module"
 
 
 def instantiate(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
-    """Signature hook: widen typed parameters by the arguments' extra axes, pass those through."""
+    """Signature hook: widen typed parameters by the arguments' extra axes, pass those through.
+
+    The declared signature itself where no argument brings an extra axis
+    (most calls): nothing is rebuilt then.
+    """
     signature = ctx.default_signature
     if not isinstance(signature, CallableType) or not any(has_spmd(t) for t in signature.arg_types):
         return signature
@@ -40,17 +44,25 @@ def instantiate(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
     arg_types = []
     for formal, exprs in zip(signature.arg_types, ctx.args):
         declared = spmd_of(formal)
-        if declared is None or not exprs or not has_spmd(type_of(ctx.api, exprs[0])):
+        actuals = spmd_members(type_of(ctx.api, exprs[0])) if declared is not None and exprs else []
+        if not any(_extra_axes(declared, actual) for actual in actuals):  # type: ignore[arg-type]
             arg_types.append(formal)
             continue
-        widened = [_widen(declared, actual, extras) for actual in spmd_members(type_of(ctx.api, exprs[0]))]
+        widened = [_widen(declared, actual, extras) for actual in actuals]  # type: ignore[arg-type]
         proper = get_proper_type(formal)
         assert isinstance(proper, Instance)
         arg_types.append(union_of(with_spmd(proper, w) for w in dict.fromkeys(widened)))
+    if not extras:
+        return signature
     passed = _pass_through(extras, ctx, signature.name or "the call")
     if not passed:
         return signature.copy_modified(arg_types=arg_types)
     return signature.copy_modified(arg_types=arg_types, ret_type=signature.ret_type.accept(_AddAxes(passed)))
+
+
+def _extra_axes(declared: TensorType, actual: TensorType | None) -> bool:
+    """Whether ``actual`` mentions an axis ``declared`` does not."""
+    return actual is not None and any(declared.get(axis) is None for axis, _ in actual.axes)
 
 
 def _widen(declared: TensorType, actual: TensorType | None, extras: dict[str, list[AxisType]]) -> TensorType:

@@ -16,7 +16,7 @@ _MAX_SNIPPET = 60
 def snippet(api: CheckerPluginInterface, node: Context) -> str | None:
     """The source text of ``node`` (shortened), None where it cannot be read."""
     try:
-        text = " ".join(source_text_of(api.path, node).split())  # type: ignore[attr-defined]
+        text = " ".join(source_text_of(api.tree, node).split())  # type: ignore[attr-defined]
     except (AnnotationError, AttributeError):
         return None
     text = balanced(text)

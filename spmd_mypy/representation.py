@@ -69,9 +69,16 @@ def local_form(tensor_type: TensorType) -> TensorType:
     return TensorType(tuple((axis, t.local) for axis, t in tensor_type.axes))
 
 
-def _type_id(tensor_type: TensorType) -> TypeVarId:
+@functools.lru_cache(maxsize=4096)
+def _identity(tensor_type: TensorType) -> tuple[str, str, TypeVarId]:
+    """The hidden value's name, full name and id.
+
+    Cached: every typed annotation and op result builds one, a program uses
+    few distinct types, and printing and hashing cost more than the lookup.
+    """
+    name = str(tensor_type)
     digest = hashlib.blake2b(local_form(tensor_type).canonical().encode(), digest_size=7).digest()
-    return TypeVarId(int.from_bytes(digest, "big") + 1, namespace=NAMESPACE)
+    return name, f"{NAMESPACE}.{name}", TypeVarId(int.from_bytes(digest, "big") + 1, namespace=NAMESPACE)
 
 
 def with_spmd(tensor: Instance, tensor_type: TensorType | None) -> Instance:
@@ -80,8 +87,8 @@ def with_spmd(tensor: Instance, tensor_type: TensorType | None) -> Instance:
     if tensor_type is None or not tensor_type.axes:
         return tensor.copy_modified(args=[AnyType(TypeOfAny.special_form)])
     bound = info.defn.type_vars[0].upper_bound
-    name = str(tensor_type)
-    value = TypeVarType(name, f"{NAMESPACE}.{name}", _type_id(tensor_type), [], bound, AnyType(TypeOfAny.special_form))
+    name, fullname, type_id = _identity(tensor_type)
+    value = TypeVarType(name, fullname, type_id, [], bound, AnyType(TypeOfAny.special_form))
     return tensor.copy_modified(args=[value])
 
 

@@ -71,7 +71,7 @@ from mypy.types import CallableType, FunctionLike, Instance, TupleType, Type, ge
 
 from spmd_stubs import sharding
 from spmd_stubs.algebra import AxisType, Code, Kind, PartialOf, Replicate, Scalar, SpmdTypeError, TensorType
-from spmd_mypy import errorcodes, report
+from spmd_mypy import errorcodes, polymorphism, report
 from spmd_mypy.annotations import AnnotationError, axes_of
 from spmd_mypy.config import Config
 from spmd_mypy.inference import Actual, Choice, Everywhere, OpCall, infer, type_of
@@ -876,8 +876,6 @@ def global_collective(
 
 def signature_hook(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
     """Every user function's signature: the global boundary, then axis polymorphism."""
-    from spmd_mypy import polymorphism
-
     check_arguments(ctx)
     signature = forget_passed_specs(ctx.api, ctx.default_signature, polymorphism.instantiate(ctx))
     if isinstance(signature, CallableType):

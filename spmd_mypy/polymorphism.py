@@ -26,7 +26,7 @@ from spmd_stubs import algebra
 from spmd_stubs.algebra import Apply, Arg, AxisType, Linearity, SpmdTypeError, TensorType
 from spmd_mypy import report
 from spmd_mypy.inference import type_of
-from spmd_mypy.representation import TensorTranslator, has_spmd, spmd_members, spmd_of, union_of, with_spmd
+from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, union_of, with_spmd
 
 MODULE = "torch.nn.modules.module.Module"
 
@@ -38,17 +38,19 @@ def instantiate(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
     (most calls): nothing is rebuilt then.
     """
     signature = ctx.default_signature
-    if not isinstance(signature, CallableType) or not any(has_spmd(t) for t in signature.arg_types):
+    if not isinstance(signature, CallableType):
+        return signature
+    formals = [(formal, spmd_of(formal)) for formal in signature.arg_types]
+    if all(declared is None for _, declared in formals):
         return signature
     extras: dict[str, list[AxisType]] = {}
     arg_types = []
-    for formal, exprs in zip(signature.arg_types, ctx.args):
-        declared = spmd_of(formal)
+    for (formal, declared), exprs in zip(formals, ctx.args):
         actuals = spmd_members(type_of(ctx.api, exprs[0])) if declared is not None and exprs else []
-        if not any(_extra_axes(declared, actual) for actual in actuals):  # type: ignore[arg-type]
+        if declared is None or not any(_extra_axes(declared, actual) for actual in actuals):
             arg_types.append(formal)
             continue
-        widened = [_widen(declared, actual, extras) for actual in actuals]  # type: ignore[arg-type]
+        widened = [_widen(declared, actual, extras) for actual in actuals]
         proper = get_proper_type(formal)
         assert isinstance(proper, Instance)
         arg_types.append(union_of(with_spmd(proper, w) for w in dict.fromkeys(widened)))

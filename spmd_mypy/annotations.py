@@ -24,6 +24,7 @@ from mypy.nodes import Context, Expression, MypyFile, PlaceholderNode, RefExpr, 
 from mypy.plugin import AnalyzeTypeContext
 from mypy.types import AnyType, RawExpressionType, Type, TypeOfAny, UnboundType
 
+from spmd_stubs import algebra
 from spmd_stubs.algebra import AxisType, Code, Invariant, Partial, PartialOf, Replicate, Shard, TensorType, Varying
 from spmd_mypy import errorcodes
 from spmd_mypy.representation import TENSOR, with_spmd
@@ -100,14 +101,11 @@ def axis_name_of(node: SymbolNode | None, written: str) -> str:
 
 
 def shard_group(axis_type: AxisType, axes: list[str], written: str) -> list[tuple[str, AxisType]]:
-    """``S(0)`` over several axes (``S(0)@(dp, tp)``): each gets its order, major first."""
-    if len(axes) == 1:
-        return [(axes[0], axis_type)]
-    if axis_type.shard is None or not axes:
-        raise AnnotationError(
-            f"{written!r}: only a shard spans several axes, e.g. S(0)@(dp, tp); give {axis_type} one axis"
-        )
-    return [(axis, Shard(axis_type.shard, order)) for order, axis in enumerate(axes)]
+    """:func:`spmd_stubs.algebra.shard_group`, its error an annotation error quoting ``written``."""
+    try:
+        return algebra.shard_group(axis_type, axes)
+    except ValueError as error:
+        raise AnnotationError(f"{written!r}: {error}") from None
 
 
 def axes_of(expr: Expression) -> tuple[str, ...] | None:

@@ -51,6 +51,7 @@ __all__ = [
     "Shard",
     "PartialOf",
     "REDUCE_OPS",
+    "shard_group",
     "Monotone",
     "SCALAR",
     "Scalar",
@@ -303,12 +304,19 @@ def _spread(axis_type: AxisType, written: str) -> list[tuple[str, AxisType]]:
     """``S(0)`` over ``"(dp,tp)"`` -> dp as S(0) order 0, tp as S(0) order 1."""
     if not (written.startswith("(") and written.endswith(")")):
         return [(written, axis_type)]
-    names = [name.strip() for name in written[1:-1].split(",") if name.strip()]
-    if axis_type.shard is None or not names:
-        raise ValueError(f"only a shard S(dim) spans a group of axes, got {axis_type}@{written}")
-    if len(names) == 1:
-        return [(names[0], axis_type)]
-    return [(name, Shard(axis_type.shard, order)) for order, name in enumerate(names)]
+    return shard_group(axis_type, [name.strip() for name in written[1:-1].split(",") if name.strip()])
+
+
+def shard_group(axis_type: AxisType, axes: Sequence[str]) -> list[tuple[str, AxisType]]:
+    """``S(0)`` written over the axes ``(dp, tp)``: dp gets S(0) order 0, tp order 1 (major first).
+
+    One axis keeps the type as written; several need a shard (ValueError otherwise).
+    """
+    if len(axes) == 1:
+        return [(axes[0], axis_type)]
+    if axis_type.shard is None or not axes:
+        raise ValueError(f"only a shard spans several axes, e.g. S(0)@(dp, tp); give {axis_type} one axis")
+    return [(axis, Shard(axis_type.shard, order)) for order, axis in enumerate(axes)]
 
 
 # --------------------------------------------------------------------------
@@ -593,6 +601,13 @@ Effect = Union[Monotone, Sequence[Monotone], None]
 """An op's :class:`Monotone` for every operand, or one per operand position."""
 
 
+def _effect_at(effect: Effect, position: int) -> Monotone | None:
+    """The op's :class:`Monotone` in the operand at ``position``."""
+    if effect is None or isinstance(effect, Monotone):
+        return effect
+    return effect[position] if position < len(effect) else None
+
+
 def _extremum(
     operands: Sequence[tuple[int, AxisType | Scalar]], effect: Effect, op: str, axis: str
 ) -> AxisType:
@@ -608,11 +623,9 @@ def _extremum(
             raise SpmdTypeError(
                 code, axis, f"{op} combines {pending.on(axis)} with {other.on(axis)} on axis {axis} ({shown}). {fix}."
             )
-    effects = [
-        (effect if isinstance(effect, Monotone) or effect is None else (effect[i] if i < len(effect) else None))
-        for i, _ in operands
-    ]
-    pending_effects = {e for (_, value), e in zip(operands, effects) if isinstance(value, AxisType) and value.kind is Kind.P}
+    pending_effects = {
+        _effect_at(effect, position) for position, value in operands if isinstance(value, AxisType) and value.kind is Kind.P
+    }
     only = next(iter(pending_effects)) if len(pending_effects) == 1 else None
     if only is Monotone.MOVES:
         return pending
@@ -1042,8 +1055,9 @@ def check_write(target: AxisType, value: Operand, axis: str, index: Operand = No
     as gradual typing asks; a python scalar), ``index`` i's.  A write fits
     when x would keep its type with y's values in place: y of x's own type;
     a python scalar into anything but a pending sum (every rank's part would
-    hold it; the plugin lets a literal zero through, which fits every type); R (or a scalar) into V, or into a pending avg/max/min (a value
-    the same on every rank is its own avg, max and min).  An index that
+    hold it; the plugin lets a literal zero through, which fits every type);
+    R (or a scalar) into V, or into a pending avg/max/min (a value the same
+    on every rank is its own avg, max and min).  An index that
     varies writes at different positions on each rank: only a varying x
     stays what it was.  A Partial index cannot select (as for ``x[i]``).
     """

@@ -88,11 +88,8 @@ class AxisAnnotation:
 
     def entries(self) -> list[tuple[str, algebra.AxisType]]:
         """``(axis name, type)`` per axis, shards of a group with their order."""
-        if not isinstance(self.axis, tuple):
-            return [(axis_name(self.axis), self.type)]
-        if len(self.axis) == 1:
-            return [(axis_name(self.axis[0]), self.type)]
-        return [(axis_name(a), algebra.Shard(self.type.shard, order)) for order, a in enumerate(self.axis)]  # type: ignore[arg-type]
+        axes = self.axis if isinstance(self.axis, tuple) else (self.axis,)
+        return algebra.shard_group(self.type, [axis_name(a) for a in axes])
 
     def __repr__(self) -> str:
         return str(algebra.TensorType.of(dict(self.entries())))

@@ -819,12 +819,13 @@ def route(src: AxisType, dst: AxisType, axis: str = "axis") -> Step | None:
     another in one operation: those raise ``spmd-collective`` with the two
     steps to write instead.
     """
-    if _two_step(src, dst):
+    two_steps = _two_steps(src, dst, axis)
+    if two_steps:
         raise SpmdTypeError(
             Code.COLLECTIVE,
             axis,
             f"redistribute(src={src}, dst={dst}) on axis {axis} has no single operation that keeps "
-            f"the value. Fix: {_two_step(src, dst).format(axis=axis)}.",
+            f"the value. Fix: {two_steps}.",
         )
     if src == dst or (src.kind is dst.kind and src.kind is not V):
         return None
@@ -834,15 +835,15 @@ def route(src: AxisType, dst: AxisType, axis: str = "axis") -> Step | None:
     return Step(_ROUTE[(src.kind, dst.kind)], src, dst)
 
 
-def _two_step(src: AxisType, dst: AxisType) -> str:
+def _two_steps(src: AxisType, dst: AxisType, axis: str) -> str:
     """The two calls from ``src`` to ``dst`` where no one operation keeps the value ('' otherwise)."""
     if src.kind is P and dst.kind is P and src.reduce != dst.reduce:
-        via = f"all_reduce(x, {{axis}}, src={src}, dst=R)"
+        via = f"all_reduce(x, {axis}, src={src}, dst=R)"
     elif _non_sum(dst) and src.kind is not R and src.kind is not P:
-        via = f"{_ROUTE[(src.kind, R)]}(x, {{axis}}, src={src}, dst=R)"
+        via = f"{_ROUTE[(src.kind, R)]}(x, {axis}, src={src}, dst=R)"
     else:
         return ""
-    return f"{via}, then convert(x, {{axis}}, src=R, dst={dst})"
+    return f"{via}, then convert(x, {axis}, src=R, dst={dst})"
 
 
 def _allowed_forms(op: str, src: AxisType, dst: AxisType) -> bool:
@@ -859,8 +860,9 @@ def _allowed_forms(op: str, src: AxisType, dst: AxisType) -> bool:
 def _instead(src: AxisType, dst: AxisType, axis: str) -> str:
     if _non_sum(dst) and src.kind is V:
         return f"reinterpret(x, {axis}, src={src}, dst={dst}) to declare the per-rank values pending"
-    if _two_step(src, dst):
-        return _two_step(src, dst).format(axis=axis)
+    two_steps = _two_steps(src, dst, axis)
+    if two_steps:
+        return two_steps
     step = route(src, dst, axis)
     if step is None and src != dst:
         # V vs S(i): the same local type, only the collective's form differs.

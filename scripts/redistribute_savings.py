@@ -20,8 +20,8 @@ import argparse
 from fractions import Fraction
 from typing import Optional, Sequence
 
-from spmd_stubs import planner
-from spmd_stubs.algebra import TensorType
+from spmd_stubs.core import planner
+from spmd_stubs.core import TensorType
 
 HEADER = (
     "| src | dst | naive: collectives (steps) | planned: collectives (steps) | saved | "

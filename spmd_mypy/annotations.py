@@ -24,8 +24,8 @@ from mypy.nodes import Context, Expression, MypyFile, PlaceholderNode, RefExpr, 
 from mypy.plugin import AnalyzeTypeContext
 from mypy.types import AnyType, RawExpressionType, Type, TypeOfAny, UnboundType
 
-from spmd_stubs import algebra
-from spmd_stubs.algebra import AxisType, Code, Invariant, Partial, PartialOf, Replicate, Shard, TensorType, Varying
+from spmd_stubs import core
+from spmd_stubs.core import AxisType, Code, Invariant, Partial, PartialOf, Replicate, Shard, TensorType, Varying
 from spmd_mypy import errorcodes
 from spmd_mypy.representation import TENSOR, with_spmd
 
@@ -101,9 +101,9 @@ def axis_name_of(node: SymbolNode | None, written: str) -> str:
 
 
 def shard_group(axis_type: AxisType, axes: list[str], written: str) -> list[tuple[str, AxisType]]:
-    """:func:`spmd_stubs.algebra.shard_group`, its error an annotation error quoting ``written``."""
+    """:func:`spmd_stubs.core.shard_group`, its error an annotation error quoting ``written``."""
     try:
-        return algebra.shard_group(axis_type, axes)
+        return core.shard_group(axis_type, axes)
     except ValueError as error:
         raise AnnotationError(f"{written!r}: {error}") from None
 

@@ -3,7 +3,7 @@
 * ``loss.backward()``, ``torch.autograd.backward(loss)`` and
   ``torch.autograd.grad(loss, inputs)`` with no explicit gradient seed 1.0 on
   every rank: the loss must be I or P on every typed axis
-  (:func:`spmd_stubs.algebra.check_loss`, ``spmd-backward``).
+  (:func:`spmd_stubs.core.check_loss`, ``spmd-backward``).
 * ``p.grad`` has the dual of ``p``'s type on every axis (R<->P, I, V).
 """
 
@@ -14,8 +14,8 @@ from typing import Callable
 from mypy.plugin import AttributeContext, FunctionContext, MethodContext
 from mypy.types import NoneType, Type, get_proper_type
 
-from spmd_stubs import algebra
-from spmd_stubs.algebra import SpmdTypeError, TensorType
+from spmd_stubs import core
+from spmd_stubs.core import SpmdTypeError, TensorType
 from spmd_mypy import report
 from spmd_mypy.inference import Actual, tensors_in
 from spmd_mypy.representation import members, result_type, spmd_members
@@ -31,7 +31,7 @@ def _check(losses: list[Type], call: str, ctx: MethodContext | FunctionContext) 
         for member in spmd_members(loss):
             for axis, axis_type in member.axes if member is not None else ():
                 try:
-                    algebra.check_loss(axis_type, axis, call)
+                    core.check_loss(axis_type, axis, call)
                 except SpmdTypeError as error:
                     report.rule_error(ctx.api, ctx.context, error)
 
@@ -69,4 +69,4 @@ def grad_attribute(ctx: AttributeContext) -> Type:
 def _dual(tensor_type: TensorType | None) -> TensorType | None:
     if tensor_type is None:
         return None
-    return TensorType(tuple((axis, algebra.dual(t)) for axis, t in tensor_type.axes))
+    return TensorType(tuple((axis, core.dual(t)) for axis, t in tensor_type.axes))

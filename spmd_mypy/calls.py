@@ -15,8 +15,8 @@ from mypy.nodes import Context, Expression, FloatExpr, IntExpr
 from mypy.plugin import AttributeContext, CheckerPluginInterface, FunctionContext, MethodContext
 from mypy.types import Type
 
-from spmd_stubs import algebra
-from spmd_stubs.algebra import SpmdTypeError, TensorType
+from spmd_stubs import core
+from spmd_stubs.core import SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, global_mode, report
 from spmd_mypy.config import Config
 from spmd_mypy.inference import ABSENT, Actual, OpCall, _on_axis, choices, infer
@@ -111,7 +111,7 @@ def _written(call: OpCall, results: list[TensorType | None], target: Type, defau
                 continue
             for axis, axis_type in written.axes:
                 try:
-                    algebra.check_inplace(call.name, axis_type, result.get(axis), axis)
+                    core.check_inplace(call.name, axis_type, result.get(axis), axis)
                 except SpmdTypeError as error:
                     report.rule_error(call.api, call.context, error)
     return result_type(default, list(spmd_members(target)))
@@ -121,7 +121,7 @@ def setitem_hook(ctx: MethodContext) -> Type:
     """``x[i] = y``: an in-place write, so x keeps its type, which the write must not change.
 
     Every alternative of x, i and y is judged on each of x's axes by
-    :func:`spmd_stubs.algebra.check_write`; an unknown y (or one that does
+    :func:`spmd_stubs.core.check_write`; an unknown y (or one that does
     not mention the axis) is accepted.
     """
     targets = [t for t in spmd_members(ctx.type) if t is not None]
@@ -136,7 +136,7 @@ def setitem_hook(ctx: MethodContext) -> Type:
     for target, i, y in itertools.product(targets, index, value):
         for axis, axis_type in target.axes:
             try:
-                algebra.check_write(axis_type, _on_axis(y, axis), axis, _on_axis(i, axis))
+                core.check_write(axis_type, _on_axis(y, axis), axis, _on_axis(i, axis))
             except SpmdTypeError as error:
                 report.rule_error(ctx.api, ctx.context, error)
     return ctx.default_return_type

@@ -3,8 +3,8 @@
 A typed call's result is its input's type with ``dst`` on each named axis
 (a tuple of axes names each of them: one collective on the flattened group)
 and every other axis passed through.  Validity is the algebra's:
-:func:`~spmd_stubs.algebra.transition` for the src/dst pair (and
-``expert_mode``), :func:`~spmd_stubs.algebra.check_source` for the input's
+:func:`~spmd_stubs.core.transition` for the src/dst pair (and
+``expert_mode``), :func:`~spmd_stubs.core.check_source` for the input's
 actual type against ``src``.  The Megatron helpers are fixed calls of the
 same operations (DESIGN section 2's table), so they get the same messages.
 """
@@ -18,8 +18,9 @@ from mypy.nodes import CallExpr, Expression, IntExpr, ListExpr, NameExpr, OpExpr
 from mypy.plugin import FunctionContext, FunctionSigContext
 from mypy.types import CallableType, FunctionLike, Type
 
-from spmd_stubs import algebra, planner
-from spmd_stubs.algebra import AxisType, Code, Partial, SpmdTypeError, TensorType
+from spmd_stubs import core
+from spmd_stubs.core import planner
+from spmd_stubs.core import AxisType, Code, Partial, SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, global_mode, report
 from spmd_mypy.annotations import (
     AnnotationError,
@@ -30,7 +31,7 @@ from spmd_mypy.annotations import (
     shard_group,
     tensor_type_of,
 )
-from spmd_mypy.megatron_table import HELPERS, Helper
+from spmd_stubs.core.megatron_table import HELPERS, Helper
 from spmd_mypy.representation import has_spmd, result_type, retype, spmd_members, updated_members
 
 COLLECTIVES_MODULE = "spmd_stubs.collectives."
@@ -57,16 +58,16 @@ def _fixed(helper: Helper) -> Fixed:
     return Fixed(
         typed.op,
         typed.axis,
-        algebra.parse_axis_type(typed.src),
-        algebra.parse_axis_type(typed.dst),
-        None if unless is None else algebra.parse_axis_type(unless),
+        core.parse_axis_type(typed.src),
+        core.parse_axis_type(typed.dst),
+        None if unless is None else core.parse_axis_type(unless),
     )
 
 
 MEGATRON: dict[str, Fixed] = {name: _fixed(helper) for name, helper in HELPERS.items()}
-"""The porting table (:mod:`spmd_mypy.megatron_table`, shared with ``spmd-migrate``) as typed operations."""
+"""The porting table (:mod:`spmd_stubs.core.megatron_table`, shared with ``spmd-migrate``) as typed operations."""
 
-TYPED_OPS = frozenset({*algebra.COLLECTIVES, *algebra.CASTS, "redistribute"})
+TYPED_OPS = frozenset({*core.COLLECTIVES, *core.CASTS, "redistribute"})
 
 UNTYPED: dict[str, str] = {
     "all_reduce": "all_reduce",
@@ -156,9 +157,9 @@ def apply(
     def update(mapping: dict[str, AxisType]) -> None:
         for axis in request.axes:
             try:
-                algebra.transition(request.op, request.src, request.dst, axis, request.expert_mode)
+                core.transition(request.op, request.src, request.dst, axis, request.expert_mode)
                 if axis in mapping:
-                    algebra.check_source(request.op, request.src, mapping[axis], axis)
+                    core.check_source(request.op, request.src, mapping[axis], axis)
                 if axis in global_axes:
                     global_mode.global_collective(request.op, request.src, request.dst, mapping, axis, global_axes)
                     continue
@@ -199,7 +200,7 @@ def collective_hook(op: str) -> Callable[[FunctionContext], Type]:
 
 def _default_source(op: str) -> AxisType | None:
     """``src`` left out: P where the signature defaults it (all_reduce, reduce_scatter)."""
-    return Partial if op in algebra.IMPLICIT_PARTIAL else None
+    return Partial if op in core.IMPLICIT_PARTIAL else None
 
 
 def _request(op: str, args: dict[str, tuple[Expression, Type]]) -> Request | None:
@@ -269,7 +270,7 @@ def _declare(ctx: FunctionContext, declared: TensorType, known: Type) -> list[Te
         for axis, axis_type in declared.axes:
             try:
                 if axis in mapping:
-                    algebra.check_asserted(mapping[axis], axis_type, axis)
+                    core.check_asserted(mapping[axis], axis_type, axis)
                     if axis in global_axes:
                         global_mode.check_asserted_spec(before, declared, axis, global_axes)
             except SpmdTypeError as error:

@@ -2,13 +2,13 @@
 
 So ``# type: ignore[spmd-partial-mul]`` silences one rule and
 ``--disable-error-code spmd`` (or ``# type: ignore[spmd]``) all of them.
-The rule codes are the algebra's :class:`~spmd_stubs.algebra.Code`; the
+The rule codes are the algebra's :class:`~spmd_stubs.core.Code`; the
 plugin adds three of its own.
 """
 
 from mypy.errorcodes import ErrorCode
 
-from spmd_stubs.algebra import Code
+from spmd_stubs.core import Code
 
 SPMD = ErrorCode("spmd", "SPMD type checking", "SPMD")
 

@@ -69,8 +69,8 @@ from mypy.nodes import (
 from mypy.plugin import CheckerPluginInterface, FunctionContext, FunctionSigContext, MethodContext, MethodSigContext
 from mypy.types import CallableType, FunctionLike, Instance, TupleType, Type, get_proper_type
 
-from spmd_stubs import sharding
-from spmd_stubs.algebra import AxisType, Code, Kind, PartialOf, Replicate, Scalar, SpmdTypeError, TensorType
+from spmd_stubs.core import sharding
+from spmd_stubs.core import AxisType, Code, Kind, PartialOf, Replicate, Scalar, SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, polymorphism, report
 from spmd_mypy.annotations import AnnotationError, axes_of
 from spmd_mypy.config import Config

@@ -1,7 +1,7 @@
 """Applying the op table: the SPMD type of a torch op's result, per axis, over union members.
 
 An operand is a set of alternatives (a union after a branch join gives
-several); every combination is judged by :func:`spmd_stubs.algebra.evaluate`
+several); every combination is judged by :func:`spmd_stubs.core.evaluate`
 on every axis any operand mentions, and the result is the union of the
 combinations' results.  An operand that does not mention an axis is unknown
 there (gradual typing; reported as ``spmd-missing-axis`` in strict mode).
@@ -18,8 +18,8 @@ from mypy.nodes import CallExpr, Context, Expression, ListExpr, RefExpr, TupleEx
 from mypy.plugin import CheckerPluginInterface
 from mypy.types import Instance, NoneType, TupleType, Type, get_proper_type
 
-from spmd_stubs import algebra
-from spmd_stubs.algebra import SCALAR, Apply, Arg, AxisType, Effect, Expr, Replicate, Scalar, SpmdTypeError, TensorType
+from spmd_stubs import core
+from spmd_stubs.core import SCALAR, Apply, Arg, AxisType, Effect, Expr, Replicate, Scalar, SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
 from spmd_mypy.ops import CONSTANT_FACTORIES, FUNCTION_MODULES, Rule, Variadic
@@ -156,7 +156,7 @@ def judge(expr: Expr, combination: tuple[Choice, ...], op: str, effect: Effect =
     axes = sorted({axis for c in combination if isinstance(c, TensorType) for axis, _ in c.axes})
     result: dict[str, AxisType] = {}
     for axis in axes:
-        value = algebra.evaluate(expr, [_on_axis(c, axis) for c in combination], op, axis, effect)
+        value = core.evaluate(expr, [_on_axis(c, axis) for c in combination], op, axis, effect)
         if value is not None:
             result[axis] = value
     return TensorType.of(result) if result else None

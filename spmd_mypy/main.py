@@ -27,7 +27,7 @@ from mypy.plugin import (
 )
 from mypy.types import AnyType, TypeOfAny
 
-from spmd_stubs import algebra, planner
+from spmd_stubs import core
 from spmd_mypy import backward, calls, collectives, config, errorcodes, global_mode, polymorphism
 from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, shard_outside_tensor
 from spmd_mypy.collectives import (
@@ -44,12 +44,22 @@ from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, TEN
 from spmd_mypy.representation import TENSOR, add_hidden_parameter
 
 Context = TypeVar("Context")
-FINGERPRINT = hashlib.sha256(
-    b"".join(path.read_bytes() for path in sorted(Path(__file__).parent.glob("*.py")))
-    + Path(algebra.__file__).read_bytes()
-    + Path(planner.__file__).read_bytes()
-).hexdigest()[:16]
-"""The checker's code version: mypy only fingerprints the plugin's entry module."""
+
+
+def _code_version() -> str:
+    """A hash of every source file the verdicts depend on: the plugin and the whole core.
+
+    mypy only fingerprints the plugin's entry module, so without this a change
+    of a rule anywhere else would leave users' cached verdicts stale.
+    """
+    roots = (Path(__file__).parent, Path(core.__file__).parent)
+    files = sorted(path for root in roots for path in root.rglob("*.py"))
+    return hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()[:16]
+
+
+FINGERPRINT = _code_version()
+"""The checker's code version, in every module's cache metadata."""
+
 _AUTOGRAD = {
     "torch.autograd.backward": ("tensors", "grad_tensors", "torch.autograd.backward()"),
     "torch.autograd.grad": ("outputs", "grad_outputs", "torch.autograd.grad()"),

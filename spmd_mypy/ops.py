@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from spmd_stubs.algebra import Apply, Arg, Effect, Expr, Linearity, Monotone
+from spmd_stubs.core import Apply, Arg, Effect, Expr, Linearity, Monotone
 
 LINEAR, NONLINEAR = Linearity.LINEAR, Linearity.NONLINEAR
 ADDITIVE, MULTILINEAR, SELECT = Linearity.ADDITIVE, Linearity.MULTILINEAR, Linearity.SELECT
@@ -166,7 +166,7 @@ EFFECTS: dict[str, Effect] = {
     "amax": Monotone.MAX,
     "amin": Monotone.MIN,
 }
-"""What each op does to a pending max/min (:class:`~spmd_stubs.algebra.Monotone`).
+"""What each op does to a pending max/min (:class:`~spmd_stubs.core.Monotone`).
 
 Only these ops may keep a ``Pmax``/``Pmin`` operand; every other op on one is
 an error.  ``max(dim)``/``min(dim)`` are left out: they also return indices,

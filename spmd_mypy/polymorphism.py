@@ -9,7 +9,7 @@ that does not mention ``dp`` itself.
 
 When arguments disagree on an extra axis (``V@dp`` and ``R@dp``), the
 function is treated as an unknown op on that axis: the types combine by the
-nonlinear rule of :func:`spmd_stubs.algebra.evaluate` (R with V gives V;
+nonlinear rule of :func:`spmd_stubs.core.evaluate` (R with V gives V;
 Partial or Invariant mixed with anything else is an error, because nothing
 is known about how the body treats them).  Arguments with the same type on
 the extra axis, or only one argument carrying it, pass it through unchanged.
@@ -22,8 +22,8 @@ from mypy.plugin import FunctionSigContext, MethodContext, MethodSigContext
 from mypy.typeops import bind_self
 from mypy.types import CallableType, FunctionLike, Instance, Type, get_proper_type
 
-from spmd_stubs import algebra
-from spmd_stubs.algebra import Apply, Arg, AxisType, Linearity, SpmdTypeError, TensorType
+from spmd_stubs import core
+from spmd_stubs.core import Apply, Arg, AxisType, Linearity, SpmdTypeError, TensorType
 from spmd_mypy import report
 from spmd_mypy.inference import type_of
 from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, union_of, with_spmd
@@ -89,7 +89,7 @@ def _pass_through(
             continue
         expr = Apply(Linearity.NONLINEAR, *(Arg(i) for i in range(len(values))))
         try:
-            combined = algebra.evaluate(expr, values, f"{name} (not annotated on {axis})", axis)
+            combined = core.evaluate(expr, values, f"{name} (not annotated on {axis})", axis)
         except SpmdTypeError as error:
             report.rule_error(ctx.api, ctx.context, error)
             continue

@@ -6,7 +6,7 @@ from mypy.errorcodes import ErrorCode
 from mypy.nodes import Context
 from mypy.plugin import CheckerPluginInterface
 
-from spmd_stubs.algebra import SpmdTypeError
+from spmd_stubs.core import SpmdTypeError
 from spmd_mypy import errorcodes
 from spmd_mypy.annotations import AnnotationError, source_text_of
 

@@ -40,7 +40,7 @@ from mypy.types import (
     get_proper_type,
 )
 
-from spmd_stubs.algebra import AxisType, TensorType
+from spmd_stubs.core import AxisType, TensorType
 
 TENSOR = "torch._tensor.Tensor"
 NAMESPACE = "spmd_mypy"

@@ -5,7 +5,7 @@ A kernel maps the local tensor of one rank to its result, given the group
 laid out by its type: ``V`` stacks/unbinds on a new leading dim, ``S(i)``
 concatenates/splits on dim ``i`` (negative dims count from the end, uneven
 parts where ``split_sizes`` says so).  Backwards are not written here: they are
-the kernels of the operations :func:`spmd_stubs.algebra.backward_of` names,
+the kernels of the operations :func:`spmd_stubs.core.backward_of` names,
 and for a pending max/min that :func:`partial_share` then splits among the
 ranks.
 
@@ -23,10 +23,10 @@ from typing import Callable, Optional
 import torch
 import torch.distributed as dist
 
-from spmd_stubs import algebra
+from spmd_stubs import core
 from spmd_stubs._comm import all_gather_on, all_reduce_on, all_to_all_rows, reduce_scatter_on
 from spmd_stubs._ranks import per_rank
-from spmd_stubs.algebra import AxisType, Kind
+from spmd_stubs.core import AxisType, Kind
 
 __all__ = ["Comm", "KERNELS", "Kernel", "partial_share"]
 
@@ -253,7 +253,7 @@ def _all_to_all(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> to
         # V/V and S(0)/S(0): dim 0 already holds one chunk per rank, in order.
         _check_whole(x, comm, dst)
         return _exchange_stacked(x, comm)
-    received = _exchange_stacked(_join(_split(x, comm, dst), algebra.Varying), comm)
+    received = _exchange_stacked(_join(_split(x, comm, dst), core.Varying), comm)
     return _join(list(received.unbind(0)), src)
 
 

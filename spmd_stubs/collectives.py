@@ -6,10 +6,10 @@ collective on the flattened group, see :mod:`spmd_stubs.mesh`) and the
 Other mesh axes pass through unchanged.
 
 * Validity is the algebra's: an invalid or gated ``src``/``dst`` raises
-  :class:`spmd_stubs.algebra.SpmdTypeError` (a ``ValueError``) with the same
+  :class:`spmd_stubs.core.SpmdTypeError` (a ``ValueError``) with the same
   message the type checker prints.
 * The backward of every operation is the operation
-  :func:`spmd_stubs.algebra.backward_of` names, run through the same kernels
+  :func:`spmd_stubs.core.backward_of` names, run through the same kernels
   (:mod:`spmd_stubs._kernels`), so each table cell has one forward kernel and
   no hand-written backward.
 
@@ -28,9 +28,10 @@ from typing import Any, Callable, Literal, Optional, Sequence, TypeVar, overload
 import torch
 import torch.distributed as dist
 
-from spmd_stubs import algebra, planner
+from spmd_stubs import core
+from spmd_stubs.core import planner
 from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
-from spmd_stubs.algebra import AxisType, Kind, Step
+from spmd_stubs.core import AxisType, Kind, Step
 from spmd_stubs.mesh import AxisLike, axes_label, group_and_size, group_of, mesh_dim_order
 from spmd_stubs.types import AxisAnnotation, P, SpmdTypeLike, axis_name, to_axis_type
 
@@ -125,8 +126,8 @@ def _plan(step: Step) -> _Plan:
     step = _canonical(step)
     share = step.src.reduce if step.src.extremum else None
     # A pending max/min's gradient is the sum's, split by ``share`` afterwards.
-    summed = Step(step.op, algebra.Partial, step.dst) if share else step
-    backward = _canonical(algebra.backward_of(summed.op, summed.src, summed.dst))
+    summed = Step(step.op, core.Partial, step.dst) if share else step
+    backward = _canonical(core.backward_of(summed.op, summed.src, summed.dst))
     kernel = KERNELS[(step.op, step.src.kind, step.dst.kind)]
     return _Plan(step, kernel, backward, step.op == backward.op == "reinterpret", share)
 
@@ -137,8 +138,8 @@ def _canonical(step: Step) -> Step:
     That reinterpret's forward is the identity and its backward
     (``reinterpret(R,V)``) too, so folding it in changes no value.
     """
-    if step.op in algebra.IMPLICIT_PARTIAL and step.src.kind is Kind.V:
-        return Step(step.op, algebra.Partial, step.dst)
+    if step.op in core.IMPLICIT_PARTIAL and step.src.kind is Kind.V:
+        return Step(step.op, core.Partial, step.dst)
     return step
 
 
@@ -149,8 +150,8 @@ def _validated(op: str, src: AxisType, dst: AxisType, label: str, expert_mode: b
     Validity depends on the types only, never on the tensor, so an eager call
     site checks once (errors are not cached: raised every time).
     """
-    algebra.transition(op, src, dst, label, expert_mode)
-    if op in algebra.CASTS and src == dst:
+    core.transition(op, src, dst, label, expert_mode)
+    if op in core.CASTS and src == dst:
         return None  # a cast to the type it already has
     return _plan(Step(op, src, dst))
 
@@ -507,7 +508,7 @@ def redistribute(
     """Change the type keeping the meaning, communicating where needed.
 
     ``redistribute(x, tp, src=R, dst=S(0))``: one axis (or a flattened
-    tuple).  Routes through :func:`spmd_stubs.algebra.route` (``all_gather``
+    tuple).  Routes through :func:`spmd_stubs.core.route` (``all_gather``
     for ``S(i)->R|I``, ``all_reduce`` for ``P->R|I``, ``reduce_scatter`` for
     ``P->S(i)``, ``all_to_all`` for ``S(i)->S(j)``, ``convert`` for the rest)
     and passes ``expert_mode=True``: redistributing is intentional.
@@ -529,7 +530,7 @@ def redistribute(
         return _redistribute_specs(x, axis, dst_spec)
     if src is None or dst is None:
         raise TypeError("redistribute(x, axis, src=..., dst=...) needs both src and dst")
-    step = algebra.route(to_axis_type(src), to_axis_type(dst), axes_label(axis))
+    step = core.route(to_axis_type(src), to_axis_type(dst), axes_label(axis))
     if step is None:
         return x
     return _typed(step.op, x, axis, step.src, step.dst, expert_mode=True, group=group)
@@ -540,7 +541,7 @@ def _is_spec(value: Any) -> bool:
     return isinstance(value, (tuple, list)) and any(isinstance(item, AxisAnnotation) for item in value)
 
 
-def _spec_of(spec: Any, role: str, axes: dict[str, Any]) -> algebra.TensorType:
+def _spec_of(spec: Any, role: str, axes: dict[str, Any]) -> core.TensorType:
     """A written spec -> its TensorType; records each axis name's ``MeshAxis`` in ``axes``."""
     if not isinstance(spec, (tuple, list)):
         raise TypeError(

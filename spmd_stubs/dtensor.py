@@ -59,10 +59,10 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.placement_types import Partial, Placement, Replicate, Shard, _StridedShard
 
-from spmd_stubs import algebra
+from spmd_stubs import core
 from spmd_stubs._comm import all_reduce_on
 from spmd_stubs._kernels import Comm, partial_share
-from spmd_stubs.algebra import AxisType, Kind, TensorType
+from spmd_stubs.core import AxisType, Kind, TensorType
 from spmd_stubs.types import AxisAnnotation, MeshAxis, R, axis_name, tensor_type_of, to_axis_type
 
 __all__ = ["spmd_type_of", "placements_of", "grad_placements_of", "to_local", "from_local"]
@@ -71,7 +71,7 @@ ReplicateChoice = Union[Any, Mapping[Union[str, type[MeshAxis]], Any]]
 """``R`` or ``I`` for every ``Replicate()`` dim, or a mapping axis -> ``R``/``I``."""
 
 TypeLike = Union[TensorType, Iterable[AxisAnnotation]]
-"""A :class:`~spmd_stubs.algebra.TensorType`, or ``TYPE@axis`` entries such as ``(R@tp, S(0)@dp)``."""
+"""A :class:`~spmd_stubs.core.TensorType`, or ``TYPE@axis`` entries such as ``(R@tp, S(0)@dp)``."""
 
 _SHARDS = (Shard, _StridedShard)
 """Shard-like placements (``_StridedShard`` is not a ``Shard`` subclass)."""
@@ -140,7 +140,7 @@ def spmd_type_of(
     mapping: dict[str, AxisType] = {}
     for index, (name, placement) in enumerate(zip(names, placements)):
         if isinstance(placement, _SHARDS):
-            mapping[name] = algebra.Shard(placement.dim, orders[index])
+            mapping[name] = core.Shard(placement.dim, orders[index])
         elif isinstance(placement, Replicate):
             grad = grad_placements[index] if grad_placements is not None else None
             mapping[name] = _replicate_type(name, replicate, grad)
@@ -156,9 +156,9 @@ def _replicate_type(name: str, choice: Optional[ReplicateChoice], grad: Optional
     from_grad = None
     if grad is not None:
         if isinstance(grad, Replicate):
-            from_grad = algebra.Invariant
+            from_grad = core.Invariant
         elif type(grad) is Partial and grad.reduce_op == "sum":
-            from_grad = algebra.Replicate
+            from_grad = core.Replicate
         else:
             raise ValueError(
                 f"mesh dim {name} is Replicate() with gradient placement {grad!r}: a replicated "
@@ -206,8 +206,8 @@ def _partial_type(name: str, placement: Partial) -> AxisType:
             "reduces them); redistribute the DTensor to Replicate() or Partial() first"
         )
     op = placement.reduce_op
-    if op in algebra.REDUCE_OPS:
-        return algebra.PartialOf(op)
+    if op in core.REDUCE_OPS:
+        return core.PartialOf(op)
     why = _UNSUPPORTED_REDUCTIONS.get(op, "it is not one of DTensor's reductions")
     raise ValueError(
         f"Partial({op!r}) on mesh dim {name} has no SPMD type: a pending reduction is a type only "
@@ -356,7 +356,7 @@ def grad_placements_of(tensor_type: TypeLike, mesh: DeviceMesh) -> tuple[Placeme
     for (_, axis_type), placement in zip(_types_per_dim(tensor_type, mesh), forward):
         if axis_type.kind is Kind.R:
             out.append(Partial())
-        elif axis_type.kind is Kind.I or axis_type == algebra.Partial:
+        elif axis_type.kind is Kind.I or axis_type == core.Partial:
             out.append(Replicate())
         elif axis_type.kind is Kind.P:
             out.append(Partial())

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, Union
 
 from typing_extensions import TypeVarTuple, Unpack
 
-from spmd_stubs import algebra
+from spmd_stubs import core
 
 __all__ = [
     "MeshAxis",
@@ -80,19 +80,19 @@ class AxisAnnotation:
 
     __slots__ = ("axis", "type")
 
-    def __init__(self, axis_type: algebra.AxisType, axis: AxisGroup) -> None:
+    def __init__(self, axis_type: core.AxisType, axis: AxisGroup) -> None:
         if isinstance(axis, tuple) and axis_type.shard is None:
             raise TypeError(f"only a shard S(dim) spans several axes, got {axis_type}@{axis!r}")
         self.type = axis_type
         self.axis = axis
 
-    def entries(self) -> list[tuple[str, algebra.AxisType]]:
+    def entries(self) -> list[tuple[str, core.AxisType]]:
         """``(axis name, type)`` per axis, shards of a group with their order."""
         axes = self.axis if isinstance(self.axis, tuple) else (self.axis,)
-        return algebra.shard_group(self.type, [axis_name(a) for a in axes])
+        return core.shard_group(self.type, [axis_name(a) for a in axes])
 
     def __repr__(self) -> str:
-        return str(algebra.TensorType.of(dict(self.entries())))
+        return str(core.TensorType.of(dict(self.entries())))
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -107,7 +107,7 @@ class AxisAnnotation:
 class _LocalTypeMeta(type):
     """Lets the classes ``R, I, V, P`` be written ``R@tp`` in annotations."""
 
-    spmd_type: algebra.AxisType
+    spmd_type: core.AxisType
 
     def __matmul__(cls, axis: type[MeshAxis]) -> AxisAnnotation:
         return AxisAnnotation(cls.spmd_type, axis)
@@ -119,25 +119,25 @@ class _LocalTypeMeta(type):
 class R(Generic[_Axis], metaclass=_LocalTypeMeta):
     """Replicate: the same value on every rank, gradient Partial."""
 
-    spmd_type = algebra.Replicate
+    spmd_type = core.Replicate
 
 
 class I(Generic[_Axis], metaclass=_LocalTypeMeta):  # noqa: E742 -- the seed's name
     """Invariant: the same value on every rank, gradient Invariant."""
 
-    spmd_type = algebra.Invariant
+    spmd_type = core.Invariant
 
 
 class V(Generic[_Axis], metaclass=_LocalTypeMeta):
     """Varying: a different value on each rank, gradient Varying."""
 
-    spmd_type = algebra.Varying
+    spmd_type = core.Varying
 
 
 class P(Generic[_Axis], metaclass=_LocalTypeMeta):
     """Partial: per-rank parts of a pending sum, gradient Replicate."""
 
-    spmd_type = algebra.Partial
+    spmd_type = core.Partial
 
 
 class Pavg(Generic[_Axis], metaclass=_LocalTypeMeta):
@@ -147,7 +147,7 @@ class Pavg(Generic[_Axis], metaclass=_LocalTypeMeta):
     avg(x_r) + c``); gradient Replicate (``g / n`` on every rank).
     """
 
-    spmd_type = algebra.PartialOf("avg")
+    spmd_type = core.PartialOf("avg")
 
 
 class Pmax(Generic[_Axis], metaclass=_LocalTypeMeta):
@@ -157,13 +157,13 @@ class Pmax(Generic[_Axis], metaclass=_LocalTypeMeta):
     Varying (the rank attaining the max gets it).
     """
 
-    spmd_type = algebra.PartialOf("max")
+    spmd_type = core.PartialOf("max")
 
 
 class Pmin(Generic[_Axis], metaclass=_LocalTypeMeta):
     """Partial pending a minimum: the mirror of :class:`Pmax`."""
 
-    spmd_type = algebra.PartialOf("min")
+    spmd_type = core.PartialOf("min")
 
 
 class S:
@@ -180,14 +180,14 @@ class S:
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"S(dim) takes an int tensor dim, got {dim!r}")
         self.dim = dim
-        self.spmd_type = algebra.Shard(dim)
+        self.spmd_type = core.Shard(dim)
 
     def __matmul__(self, axis: AxisGroup) -> AxisAnnotation:
         return AxisAnnotation(self.spmd_type, axis)
 
     def __class_getitem__(cls, params: Any) -> Any:
         dim, *axes = params
-        return AxisAnnotation(algebra.Shard(dim), axes[0] if len(axes) == 1 else tuple(axes))
+        return AxisAnnotation(core.Shard(dim), axes[0] if len(axes) == 1 else tuple(axes))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, S) and other.dim == self.dim
@@ -203,9 +203,9 @@ SpmdTypeLike = Union[_LocalTypeMeta, S]
 """What ``src=``/``dst=`` accept: one of the classes R, I, V, P, Pavg, Pmax, Pmin or an ``S(i)``."""
 
 
-def tensor_type_of(annotations: Any) -> algebra.TensorType:
-    """``(S(0)@(dp, tp), R@cp)`` -> the :class:`~spmd_stubs.algebra.TensorType` it spells."""
-    mapping: dict[str, algebra.AxisType] = {}
+def tensor_type_of(annotations: Any) -> core.TensorType:
+    """``(S(0)@(dp, tp), R@cp)`` -> the :class:`~spmd_stubs.core.TensorType` it spells."""
+    mapping: dict[str, core.AxisType] = {}
     for annotation in annotations:
         if not isinstance(annotation, AxisAnnotation):
             raise TypeError(f"expected TYPE@axis entries such as R@tp or S(0)@(dp, tp), got {annotation!r}")
@@ -213,10 +213,10 @@ def tensor_type_of(annotations: Any) -> algebra.TensorType:
             if name in mapping:
                 raise ValueError(f"axis {name} is given twice ({mapping[name].on(name)} and {axis_type.on(name)})")
             mapping[name] = axis_type
-    return algebra.TensorType.of(mapping)
+    return core.TensorType.of(mapping)
 
 
-def to_axis_type(value: Any) -> algebra.AxisType:
+def to_axis_type(value: Any) -> core.AxisType:
     """``R`` / ``S(0)`` (as passed to ``src=``/``dst=``) -> the algebra's type."""
     if isinstance(value, S):
         return value.spmd_type

@@ -12,9 +12,9 @@ import random
 
 import pytest
 
-from spmd_stubs import sharding
-from spmd_stubs.algebra import SCALAR, Code, Invariant, Partial, PartialOf, Replicate, Shard, SpmdTypeError, TensorType, Varying
-from spmd_stubs.sharding import (
+from spmd_stubs.core import sharding
+from spmd_stubs.core import SCALAR, Code, Invariant, Partial, PartialOf, Replicate, Shard, SpmdTypeError, TensorType, Varying
+from spmd_stubs.core.sharding import (
     Along,
     Concat,
     Einsum,

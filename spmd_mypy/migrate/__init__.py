@@ -3,7 +3,7 @@
 * Megatron-core's, Megatron-LM's and fairscale's mapping helpers
   (``reduce_from_tensor_model_parallel_region(x)``) become the typed call of
   the porting table (``spmd.all_reduce(x, tp, src=P, dst=I)``), see
-  :mod:`spmd_mypy.megatron_table`.
+  :mod:`spmd_stubs.core.megatron_table`.
 * Raw ``torch.distributed`` collectives become ``x = spmd.<op>(...)`` where
   the intent is unambiguous, and get a ``# TODO(spmd-migrate): ...`` comment
   naming the open choice where it is not, see :mod:`.raw` and :mod:`.plans`.

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import libcst as cst
 
-from spmd_stubs import algebra
+from spmd_stubs import core
 
 __all__ = [
     "bind",
@@ -66,7 +66,7 @@ def keyword(name: str, value: cst.BaseExpression) -> cst.Arg:
 
 def type_names(type_text: str) -> set[str]:
     """The ``spmd_stubs`` names a src/dst text needs: ``"S(-1)"`` -> ``{"S"}``."""
-    axis_type = algebra.parse_axis_type(type_text)
+    axis_type = core.parse_axis_type(type_text)
     return {"S"} if axis_type.shard is not None else {axis_type.kind.value}
 
 

@@ -28,7 +28,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor
 
-from spmd_stubs import algebra
+from spmd_stubs import core
 
 __all__ = ["OverlayError", "SpmdType", "ModuleOverlay", "load_overlays", "OverlayCommand", "apply_overlay"]
 
@@ -41,7 +41,7 @@ class OverlayError(ValueError):
 class SpmdType:
     """A tensor type, or a union of them (possibly with None), as written in an overlay."""
 
-    alternatives: tuple[algebra.TensorType, ...]
+    alternatives: tuple[core.TensorType, ...]
     optional: bool = False
 
     @classmethod
@@ -53,7 +53,7 @@ class SpmdType:
         if not tensors:
             raise OverlayError(f"{where}: a type needs at least one tensor type besides None")
         try:
-            alternatives = tuple(algebra.TensorType.parse(text) for text in tensors)
+            alternatives = tuple(core.TensorType.parse(text) for text in tensors)
         except ValueError as err:
             raise OverlayError(f"{where}: {err}") from err
         return cls(alternatives, optional=len(tensors) < len(texts))

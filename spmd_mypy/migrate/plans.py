@@ -14,7 +14,7 @@ import libcst as cst
 
 from spmd_mypy.migrate import calls
 from spmd_mypy.migrate.raw import RawCollective, axis_of_group
-from spmd_mypy.megatron_table import Helper, Role
+from spmd_stubs.core.megatron_table import Helper, Role
 
 __all__ = ["Rewrite", "Todo", "Plan", "RawSite", "group_axis", "plan_helper", "plan_raw"]
 

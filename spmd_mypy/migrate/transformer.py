@@ -21,7 +21,7 @@ from libcst.metadata.scope_provider import ImportAssignment
 from spmd_mypy.migrate import plans
 from spmd_mypy.migrate.names import absolute
 from spmd_mypy.migrate.raw import LIST_COLLECTIVES, RAW_COLLECTIVES
-from spmd_mypy.megatron_table import helper_for
+from spmd_stubs.core.megatron_table import helper_for
 
 __all__ = ["TODO_PREFIX", "Finding", "Report", "MigrateCommand"]
 

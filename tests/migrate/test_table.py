@@ -7,8 +7,8 @@ import torch.distributed
 
 import spmd_stubs.megatron as typed_megatron
 from spmd_mypy.migrate.raw import RAW_COLLECTIVES
-from spmd_mypy.megatron_table import HELPERS
-from spmd_stubs import algebra
+from spmd_stubs.core.megatron_table import HELPERS
+from spmd_stubs import core
 from spmd_stubs.types import axis_name, to_axis_type
 
 
@@ -31,7 +31,7 @@ def recorded(monkeypatch):
 
 def _expected(helper, dst):
     typed = helper.typed
-    return [(typed.op, typed.axis, algebra.parse_axis_type(typed.src), algebra.parse_axis_type(dst))]
+    return [(typed.op, typed.axis, core.parse_axis_type(typed.src), core.parse_axis_type(dst))]
 
 
 @pytest.mark.parametrize("name", sorted(n for n in HELPERS if hasattr(typed_megatron, n)))

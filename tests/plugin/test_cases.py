@@ -29,7 +29,7 @@ def test_spmd_stubs_checks_clean_under_the_plugin(mypy_runs: MypyRuns) -> None:
 
 def test_generated_transitions_are_current() -> None:
     assert generate_transitions.TARGET.read_text() == generate_transitions.render(), (
-        "algebra.transitions() changed: run python -m tests.plugin.generate_transitions"
+        "core.transitions() changed: run python -m tests.plugin.generate_transitions"
     )
 
 

@@ -8,7 +8,7 @@ It is written out as the Python source of one annotated function
 (:func:`to_source`) for mypy and the runtime shim, and kept as a list of
 statements (:class:`Program`) for the reference semantics.
 
-Generation is type-directed: a tracker (the rules of ``spmd_stubs.algebra``)
+Generation is type-directed: a tracker (the rules of ``spmd_stubs.core``)
 follows each value's type, so most programs are well typed. Some programs are
 "wild": each step may ignore the types (a Partial times a Partial, a wrong
 ``src``, a gated cast without ``expert_mode``, an unfinished loss), so the
@@ -24,8 +24,8 @@ from typing import Callable, Optional, Union
 
 from hypothesis import strategies as st
 
-from spmd_stubs import algebra
-from spmd_stubs.algebra import Apply, Arg, AxisType, Kind, Linearity, SpmdTypeError
+from spmd_stubs import core
+from spmd_stubs.core import Apply, Arg, AxisType, Kind, Linearity, SpmdTypeError
 
 AXES = ("dp", "tp")
 AXIS_SIZE = 2
@@ -129,7 +129,7 @@ class OpSpec:
 
     name: str
     template: str
-    expr: algebra.Expr
+    expr: core.Expr
     arity: int
     scalars: int = 0
     """Python scalar operands, numbered after the tensor ones in ``expr``."""
@@ -205,9 +205,9 @@ def _local_types(op: OpSpec, operands: list[Value]) -> tuple[Types, frozenset[st
     """The result's types of ``op`` on ``operands`` and the error codes it raises."""
     types, codes = [], set()
     for i, axis in enumerate(AXES):
-        args: list[algebra.Operand] = [v.types[i] for v in operands] + [algebra.SCALAR] * op.scalars
+        args: list[core.Operand] = [v.types[i] for v in operands] + [core.SCALAR] * op.scalars
         try:
-            result = algebra.evaluate(op.expr, args, op.name, axis)
+            result = core.evaluate(op.expr, args, op.name, axis)
         except SpmdTypeError as err:
             codes.add(err.code.value)
             kinds = {v.types[i].kind for v in operands}
@@ -221,11 +221,11 @@ def _comm_codes(op: str, actual: AxisType, src: AxisType, dst: AxisType, axis: s
     """Error codes of a collective/cast call on an input whose type is ``actual``."""
     codes = set()
     try:
-        algebra.transition(op, src, dst, axis, expert)
+        core.transition(op, src, dst, axis, expert)
     except SpmdTypeError as err:
         codes.add(err.code.value)
     try:
-        algebra.check_source(op, src, actual, axis)
+        core.check_source(op, src, actual, axis)
     except SpmdTypeError as err:
         codes.add(err.code.value)
     return frozenset(codes)
@@ -259,7 +259,7 @@ def comm_shape(op: str, src: AxisType, dst: AxisType, shape: Shape) -> Optional[
     if _needs_dim(src, shape) or _needs_dim(dst, shape):
         return None
     if op == "redistribute":
-        step = algebra.route(src, dst)
+        step = core.route(src, dst)
         return shape if step is None else comm_shape(step.op, step.src, step.dst, shape)
     s, d = src.kind, dst.kind
     if op in ("all_gather",) or (op == "convert" and s is Kind.V and d is Kind.P):
@@ -296,10 +296,10 @@ _FORMS = {
     Kind.R: [AxisType(Kind.R)],
     Kind.I: [AxisType(Kind.I)],
     Kind.P: [AxisType(Kind.P)],
-    Kind.V: [AxisType(Kind.V), algebra.Shard(0), algebra.Shard(1), algebra.Shard(-1)],
+    Kind.V: [AxisType(Kind.V), core.Shard(0), core.Shard(1), core.Shard(-1)],
 }
 _ALL_FORMS = [form for forms in _FORMS.values() for form in forms]
-_OPS = (*algebra.COLLECTIVES, *algebra.CASTS, "redistribute")
+_OPS = (*core.COLLECTIVES, *core.CASTS, "redistribute")
 
 
 @dataclass(frozen=True)
@@ -328,7 +328,7 @@ def _comm_candidates(value: Value, axis_index: int, wild: bool) -> list[Candidat
                 if not _fits(shape):
                     continue
                 assert shape is not None
-                for expert in (False, True) if wild and op in algebra.CASTS else (_gated(op, src, dst),):
+                for expert in (False, True) if wild and op in core.CASTS else (_gated(op, src, dst),):
                     codes = _comm_codes(op, actual, src, dst, axis, expert)
                     if wild or not codes:
                         types = value.types[:axis_index] + (dst,) + value.types[axis_index + 1 :]
@@ -338,9 +338,9 @@ def _comm_candidates(value: Value, axis_index: int, wild: bool) -> list[Candidat
 
 def _gated(op: str, src: AxisType, dst: AxisType) -> bool:
     try:
-        algebra.transition(op, src, dst, "tp", expert_mode=False)
+        core.transition(op, src, dst, "tp", expert_mode=False)
     except SpmdTypeError as err:
-        return err.code is algebra.Code.EXPERT_MODE
+        return err.code is core.Code.EXPERT_MODE
     return False
 
 
@@ -449,5 +449,5 @@ def _dst_kind(candidate: Candidate) -> Kind:
 
 def _loss_codes(loss: Value) -> frozenset[str]:
     bad = any(t.kind not in (Kind.I, Kind.P) for t in loss.types)
-    return frozenset({algebra.Code.BACKWARD.value}) if bad else frozenset()
+    return frozenset({core.Code.BACKWARD.value}) if bad else frozenset()
 

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from spmd_programs import AXES, AXIS_SIZE, Comm, Local, Program, Types, Value
-from spmd_stubs.algebra import AxisType, Kind
+from spmd_stubs.core import AxisType, Kind
 
 Coord = tuple[int, ...]
 """A rank's coordinate on the mesh, one index per axis of ``AXES`` (dp outer)."""

@@ -21,8 +21,8 @@ from spmd_reference import random_inputs
 from spmd_soundness import Report, judge, process_batch, run_program, simulated_world, write_batch
 import torch
 
-from spmd_stubs import algebra
-from spmd_stubs.algebra import AxisType
+from spmd_stubs import core
+from spmd_stubs.core import AxisType
 
 BATCH = 40
 
@@ -52,7 +52,7 @@ def test_accepted_programs_compute_correct_gradients(batch: list[Program], mesh:
 # The oracle has teeth: fixed programs, run without the checker
 # --------------------------------------------------------------------------
 
-R, I, P = algebra.Replicate, algebra.Invariant, algebra.Partial
+R, I, P = core.Replicate, core.Invariant, core.Partial
 
 
 def _judge_unchecked(program: Program, mesh: object, tmp_path: Path) -> list[str]:

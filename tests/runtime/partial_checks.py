@@ -17,7 +17,7 @@ import torch
 from spmd_cases import Parts, World
 
 import spmd_stubs as spmd
-from spmd_stubs import I, Pavg, Pmax, Pmin, R, S, V, algebra
+from spmd_stubs import I, Pavg, Pmax, Pmin, R, S, V, core
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import vocab_parallel_softmax  # noqa: E402
@@ -56,13 +56,13 @@ def _close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     torch.testing.assert_close(got, want, msg=lambda m: f"{what}: {m}")
 
 
-def _split(t: torch.Tensor, layout: algebra.AxisType, n: int, sizes: Optional[list[int]]) -> list[torch.Tensor]:
+def _split(t: torch.Tensor, layout: core.AxisType, n: int, sizes: Optional[list[int]]) -> list[torch.Tensor]:
     if layout.shard is None:
         return list(t.unbind(0))
     return list(t.split(sizes or t.size(layout.shard) // n, layout.shard))
 
 
-def _join(ts: list[torch.Tensor], layout: algebra.AxisType) -> torch.Tensor:
+def _join(ts: list[torch.Tensor], layout: core.AxisType) -> torch.Tensor:
     return torch.stack(ts) if layout.shard is None else torch.cat(ts, layout.shard)
 
 
@@ -77,7 +77,7 @@ def check_resolve(
     split_sizes: Optional[list[int]] = None,
 ) -> None:
     """``op(x, axis, src=P<reduce>, dst=dst)``: values and gradients against the global meaning."""
-    dst_type = algebra.Shard(dst.dim) if isinstance(dst, S) else dst.spmd_type  # type: ignore[attr-defined]
+    dst_type = core.Shard(dst.dim) if isinstance(dst, S) else dst.spmd_type  # type: ignore[attr-defined]
     n = len(groups[0])
     shape = [n, 8] if op == "reduce_scatter" and dst_type.shard is None else SHAPE
     if split_sizes is not None:
@@ -89,9 +89,9 @@ def check_resolve(
     ys = world.parts(y)
     # The output gradient: R's is a pending sum (differs per rank), I's is the
     # same on every rank, a shard's is each rank's part.
-    grad_kind = algebra.dual(dst_type).kind
+    grad_kind = core.dual(dst_type).kind
     if op == "all_reduce":
-        gs = random_parts(groups, list(ys[groups[0][0]].shape), seed + 1, same=grad_kind is algebra.Kind.I)
+        gs = random_parts(groups, list(ys[groups[0][0]].shape), seed + 1, same=grad_kind is core.Kind.I)
     else:
         gen = torch.Generator().manual_seed(seed + 1)
         gs = {rank: torch.randn(list(ys[rank].shape), generator=gen, dtype=torch.float64) for rank in sorted(ys)}
@@ -103,7 +103,7 @@ def check_resolve(
         if op == "all_reduce":
             for rank in g:
                 _close(ys[rank], reduced.detach(), f"forward on rank {rank}")
-            out_grad = sum(gs[r] for r in g) if grad_kind is algebra.Kind.P else gs[g[0]]
+            out_grad = sum(gs[r] for r in g) if grad_kind is core.Kind.P else gs[g[0]]
         else:
             for k, rank in enumerate(g):
                 _close(ys[rank], _split(reduced.detach(), dst_type, n, split_sizes)[k], f"forward on rank {rank}")

@@ -1,6 +1,6 @@
 """The table of collective test cases and the check every world runs on them.
 
-Cases come from ``algebra.transitions()`` (every valid cell), widened with
+Cases come from ``core.transitions()`` (every valid cell), widened with
 shard variants, the implicit ``src=V`` of all_reduce/reduce_scatter,
 ``op="avg"`` and uneven ``split_sizes``.  A check runs one case on one axis:
 
@@ -23,8 +23,8 @@ from typing import Callable, Optional, Protocol
 import torch
 
 import spmd_stubs as spmd
-from spmd_stubs import I, P, R, S, V, algebra
-from spmd_stubs.algebra import AxisType, Kind
+from spmd_stubs import I, P, R, S, V, core
+from spmd_stubs.core import AxisType, Kind
 
 Parts = dict[int, torch.Tensor]
 
@@ -50,7 +50,7 @@ class Case:
         return f"{self.op}({self.src},{self.dst}){extra}"
 
 
-_SHARDS = (algebra.Shard(0), algebra.Shard(1), algebra.Shard(-1))
+_SHARDS = (core.Shard(0), core.Shard(1), core.Shard(-1))
 
 
 def _forms(kind: Kind) -> list[AxisType]:
@@ -61,22 +61,22 @@ def _forms(kind: Kind) -> list[AxisType]:
 
 def cases() -> list[Case]:
     out: list[Case] = []
-    for op, s, d, gated in algebra.transitions():
+    for op, s, d, gated in core.transitions():
         for src in _forms(s) if op != "all_to_all" else [AxisType(s)]:
             for dst in _forms(d) if op not in ("all_to_all", "reinterpret") else [AxisType(d)]:
                 out.append(Case(op, src, dst, expert=gated))
-    V_, S0, S1, Sm1 = algebra.Varying, *_SHARDS
+    V_, S0, S1, Sm1 = core.Varying, *_SHARDS
     out += [Case("all_to_all", a, b) for a, b in [(S0, S1), (S1, S0), (Sm1, S0), (S0, S0), (S1, Sm1)]]
-    out += [Case(op, V_, d) for op, d in [("all_reduce", algebra.Replicate), ("all_reduce", algebra.Invariant), ("reduce_scatter", S0)]]
-    out += [Case("all_reduce", src, d, avg=True) for src in (algebra.Partial, V_) for d in (algebra.Replicate, algebra.Invariant)]
+    out += [Case(op, V_, d) for op, d in [("all_reduce", core.Replicate), ("all_reduce", core.Invariant), ("reduce_scatter", S0)]]
+    out += [Case("all_reduce", src, d, avg=True) for src in (core.Partial, V_) for d in (core.Replicate, core.Invariant)]
     out += [
-        Case("all_gather", S0, algebra.Replicate, uneven=True),
-        Case("all_gather", Sm1, algebra.Invariant, uneven=True),
-        Case("reduce_scatter", algebra.Partial, S0, uneven=True),
-        Case("reduce_scatter", algebra.Partial, S1, uneven=True),
-        Case("convert", algebra.Invariant, S0, uneven=True),
-        Case("convert", algebra.Replicate, Sm1, uneven=True),
-        Case("convert", S1, algebra.Partial, expert=True, uneven=True),
+        Case("all_gather", S0, core.Replicate, uneven=True),
+        Case("all_gather", Sm1, core.Invariant, uneven=True),
+        Case("reduce_scatter", core.Partial, S0, uneven=True),
+        Case("reduce_scatter", core.Partial, S1, uneven=True),
+        Case("convert", core.Invariant, S0, uneven=True),
+        Case("convert", core.Replicate, Sm1, uneven=True),
+        Case("convert", S1, core.Partial, expert=True, uneven=True),
     ]
     return out
 
@@ -188,7 +188,7 @@ def _as_arg(t: AxisType) -> object:
 def call(case: Case, x: torch.Tensor, axis: object, n: int) -> torch.Tensor:
     """The public call the case describes."""
     kwargs: dict[str, object] = {"src": _as_arg(case.src), "dst": _as_arg(case.dst)}
-    if case.op in algebra.CASTS:
+    if case.op in core.CASTS:
         kwargs["expert_mode"] = case.expert
     if case.avg:
         kwargs["op"] = "avg"
@@ -229,11 +229,11 @@ def check(
     expected = {rank: out for g in groups for rank, out in zip(g, spec(case, [xs[r] for r in g]))}
     for rank in sorted(expected):
         torch.testing.assert_close(ys[rank], expected[rank], msg=lambda m: f"forward on rank {rank}: {m}")
-    grad_kind = algebra.dual(case.dst).kind
+    grad_kind = core.dual(case.dst).kind
     gs = random_parts(groups, grad_kind, lambda k: list(expected[groups[0][k]].shape), seed + 1)
     y.backward(world.make(gs))
     dxs = world.parts(x.grad)
-    if _same_across_group(algebra.dual(case.src).kind):
+    if _same_across_group(core.dual(case.src).kind):
         for g in groups:
             for rank in g:
                 torch.testing.assert_close(dxs[rank], dxs[g[0]], msg=lambda m: f"gradient not the same on rank {rank}: {m}")

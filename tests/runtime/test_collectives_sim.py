@@ -6,7 +6,7 @@ import pytest
 from spmd_cases import Case, cases, check
 from spmd_world import GROUPS, SimWorld
 
-from spmd_stubs import algebra
+from spmd_stubs import core
 from spmd_stubs._kernels import KERNELS
 from spmd_stubs.axes import dp, tp
 
@@ -14,13 +14,13 @@ CASES = cases()
 
 
 def test_every_transition_has_exactly_one_kernel() -> None:
-    cells = {(op, s, d) for op, s, d, _ in algebra.transitions()}
+    cells = {(op, s, d) for op, s, d, _ in core.transitions()}
     assert set(KERNELS) == cells
 
 
 def test_the_cases_cover_every_transition() -> None:
-    covered = {(c.op, c.src.kind if c.op not in algebra.IMPLICIT_PARTIAL else algebra.Kind.P, c.dst.kind) for c in CASES}
-    assert covered == {(op, s, d) for op, s, d, _ in algebra.transitions()}
+    covered = {(c.op, c.src.kind if c.op not in core.IMPLICIT_PARTIAL else core.Kind.P, c.dst.kind) for c in CASES}
+    assert covered == {(op, s, d) for op, s, d, _ in core.transitions()}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from spmd_stubs import algebra, megatron
-from spmd_stubs.algebra import AxisType, backward_of
+from spmd_stubs import core, megatron
+from spmd_stubs.core import AxisType, backward_of
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "collectives.md").read_text()
 
@@ -18,7 +18,7 @@ def _section(begin: str, end: str) -> list[str]:
 
 def test_transition_table_is_the_algebras() -> None:
     expected = []
-    for op, s, d, gated in algebra.transitions():
+    for op, s, d, gated in core.transitions():
         back = backward_of(op, AxisType(s), AxisType(d))
         expected.append(
             f"| {op}({s.value},{d.value}) | {s.value} -> {d.value} | {'yes' if gated else 'no'} "

@@ -21,8 +21,8 @@ from torch.distributed.tensor._dtensor_spec import DTensorSpec
 from torch.distributed.tensor.placement_types import _MaskPartial, _StridedShard
 
 import spmd_stubs as spmd
-from spmd_stubs import I, P, Pavg, Pmax, Pmin, R, S, V, algebra
-from spmd_stubs.algebra import TensorType
+from spmd_stubs import I, P, Pavg, Pmax, Pmin, R, S, V, core
+from spmd_stubs.core import TensorType
 from spmd_stubs.axes import dp, tp
 from spmd_stubs.types import tensor_type_of
 
@@ -76,8 +76,8 @@ def test_every_shard_order_is_the_layout_dtensor_gives(fake_mesh: DeviceMesh, sh
     for major_first in _groups(shape):
         tensor_type = TensorType.of(
             {
-                **{names[d]: algebra.Shard(0, order) for order, d in enumerate(major_first)},
-                **{names[d]: algebra.Replicate for d in range(len(shape)) if d not in major_first},
+                **{names[d]: core.Shard(0, order) for order, d in enumerate(major_first)},
+                **{names[d]: core.Replicate for d in range(len(shape)) if d not in major_first},
             }
         )
         placements = spmd.placements_of(tensor_type, mesh)

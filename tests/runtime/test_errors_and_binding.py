@@ -9,8 +9,8 @@ import torch
 from spmd_world import SimWorld
 
 import spmd_stubs as spmd
-from spmd_stubs import I, P, R, S, V, algebra
-from spmd_stubs.algebra import SpmdTypeError
+from spmd_stubs import I, P, R, S, V, core
+from spmd_stubs.core import SpmdTypeError
 from spmd_stubs.axes import cp, dp, tp
 from spmd_stubs.mesh import UnboundAxisError
 from spmd_stubs.types import to_axis_type
@@ -24,7 +24,7 @@ def _rejections() -> list[tuple[str, object, object, str]]:
     out = []
     for op, src, dst in itertools.product(OPS, TYPES, TYPES):
         try:
-            algebra.transition(op, to_axis_type(src), to_axis_type(dst), "tp")
+            core.transition(op, to_axis_type(src), to_axis_type(dst), "tp")
         except SpmdTypeError as err:
             out.append((op, src, dst, str(err)))
     return out
@@ -37,10 +37,10 @@ def test_rejections_include_gated_and_invalid_pairs() -> None:
     codes = set()
     for op, src, dst, _ in REJECTIONS:
         try:
-            algebra.transition(op, to_axis_type(src), to_axis_type(dst), "tp")
+            core.transition(op, to_axis_type(src), to_axis_type(dst), "tp")
         except SpmdTypeError as err:
             codes.add(err.code)
-    assert codes == {algebra.Code.EXPERT_MODE, algebra.Code.INVALID_TRANSITION, algebra.Code.COLLECTIVE}
+    assert codes == {core.Code.EXPERT_MODE, core.Code.INVALID_TRANSITION, core.Code.COLLECTIVE}
 
 
 @pytest.mark.parametrize("op,src,dst,message", REJECTIONS, ids=[f"{o}({s},{d})" for o, s, d, _ in REJECTIONS])

@@ -10,11 +10,11 @@ from spmd_cases import Case, check
 from spmd_world import GROUPS, SimWorld
 
 import spmd_stubs as spmd
-from spmd_stubs import algebra, megatron
-from spmd_stubs.algebra import Shard
+from spmd_stubs import core, megatron
+from spmd_stubs.core import Shard
 from spmd_stubs.axes import ep, tp
 
-R, I, P = algebra.Replicate, algebra.Invariant, algebra.Partial
+R, I, P = core.Replicate, core.Invariant, core.Partial
 
 TABLE: list[tuple[str, Callable[[torch.Tensor], torch.Tensor], Case]] = [
     ("copy_to", megatron.copy_to_tensor_model_parallel_region, Case("convert", I, R)),

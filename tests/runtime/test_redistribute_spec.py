@@ -25,8 +25,9 @@ from spmd_world import MESH_DIMS, Check, GlooWorld, SimWorld, gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
-from spmd_stubs import I, P, Pavg, Pmax, Pmin, R, S, algebra, planner
-from spmd_stubs.algebra import AxisType, Code, Kind, SpmdTypeError, TensorType
+from spmd_stubs import I, P, Pavg, Pmax, Pmin, R, S, core
+from spmd_stubs.core import planner
+from spmd_stubs.core import AxisType, Code, Kind, SpmdTypeError, TensorType
 from spmd_stubs.axes import cp, dp, tp
 
 AXES: dict[str, Any] = {"dp": dp, "tp": tp}
@@ -162,7 +163,7 @@ def any_parts(spec: TensorType, shape_of: Callable[[int], torch.Size], gen: torc
 
 
 def dual(spec: TensorType) -> TensorType:
-    return TensorType(tuple((axis, algebra.dual(t)) for axis, t in spec.axes))
+    return TensorType(tuple((axis, core.dual(t)) for axis, t in spec.axes))
 
 
 # --------------------------------------------------------------------------

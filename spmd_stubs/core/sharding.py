@@ -1,6 +1,6 @@
 """Shard propagation for global SPMD (seed 000, "Shard propagation").
 
-Pure Python (no torch, no mypy), like :mod:`spmd_stubs.algebra`: the mypy
+Pure Python (no torch, no mypy), like :mod:`spmd_stubs.core`: the mypy
 plugin asks it, per global mesh axis, what an op's result is.
 
 A *partition spec* says how the ranks' local tensors make up one global
@@ -14,14 +14,14 @@ global meanings of the op differ, and the program needs a collective first:
 the error names it.
 
 :func:`propagate` answers for one axis.  Its inputs are each operand's type on
-that axis (``None`` unknown, :data:`~spmd_stubs.algebra.SCALAR` a python
+that axis (``None`` unknown, :data:`~spmd_stubs.core.SCALAR` a python
 number) and the op's *shape behaviour* (:data:`Behaviour`: which dims the op
 keeps, moves, reduces or acts along, with the dims of the call filled in).
-Local typing runs first on every axis (:func:`spmd_stubs.algebra.evaluate`);
+Local typing runs first on every axis (:func:`spmd_stubs.core.evaluate`);
 propagation only refines its V result into a shard ``S(d')`` with the same
 order, turns a contraction into ``P`` where the call says
 ``out_partial_axes=``, or rejects the op.  Errors are
-:class:`~spmd_stubs.algebra.SpmdTypeError` with the codes
+:class:`~spmd_stubs.core.SpmdTypeError` with the codes
 
 * ``spmd-sharded-contraction``: the op contracts or reduces a dim that is
   sharded on the axis and the call does not name the axis in
@@ -61,7 +61,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence, Union
 
-from spmd_stubs.algebra import AxisType, Code, Kind, PartialOf, Scalar, Shard, SpmdTypeError, TensorType
+from spmd_stubs.core import AxisType, Code, Kind, PartialOf, Scalar, Shard, SpmdTypeError, TensorType
 
 __all__ = [
     "Operand",

@@ -3,12 +3,12 @@
 Pure Python (no torch, no mypy): the runtime executes a plan with the typed
 collectives, the plugin only needs :func:`validate` and the destination type.
 
-A *partition spec* is a :class:`~spmd_stubs.algebra.TensorType` in global
+A *partition spec* is a :class:`~spmd_stubs.core.TensorType` in global
 form: every axis is R, I, P (any reduction) or a shard ``S(i)``; several axes
 may shard one dim, in an order (``S(0)@(dp, tp)``: dim 0 is split over dp,
 each dp part over tp).  ``redistribute(x, src, dst)`` keeps the value and
 changes the spec.  Its building blocks are the per-axis transitions of
-:func:`spmd_stubs.algebra.route` (``all_gather`` for ``S(i)->R|I``,
+:func:`spmd_stubs.core.route` (``all_gather`` for ``S(i)->R|I``,
 ``all_reduce`` for ``P->R|I``, ``reduce_scatter`` for ``P->S(i)``,
 ``all_to_all`` for ``S(i)->S(j)``, ``convert`` for the local rest), run on
 one axis or on a flattened tuple of axes (one collective on the product
@@ -47,7 +47,7 @@ Two facts shape every plan:
   moves both axes from dim 0 to dim 1 keeping their order.
 
 :func:`naive_plan` is the per-axis route: each axis takes its
-``algebra.route`` step when the minor-axis rule allows, and an axis that is
+``route`` step when the minor-axis rule allows, and an axis that is
 in the way is gathered to R first (and re-sharded by a ``convert`` later).
 :func:`plan` searches the flattened steps for the plan that receives the
 fewest elements per rank (ring cost model, below), then uses the fewest
@@ -64,8 +64,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
-from spmd_stubs import algebra
-from spmd_stubs.algebra import AxisType, Code, Kind, Replicate, SpmdTypeError, TensorType
+from spmd_stubs.core import COLLECTIVES, AxisType, Code, Kind, Replicate, Shard, SpmdTypeError, TensorType, route, transition
 
 __all__ = [
     "PlannedStep",
@@ -148,7 +147,7 @@ class PlannedStep:
     @property
     def collective(self) -> bool:
         """Whether the step communicates (casts do not)."""
-        return self.op in algebra.COLLECTIVES
+        return self.op in COLLECTIVES
 
     @property
     def label(self) -> str:
@@ -211,7 +210,7 @@ class _Spec:
         orders = {axis: (order if len(axes) > 1 else None) for _, axes in self.dims for order, axis in enumerate(axes)}
         return TensorType.of(
             {
-                axis: algebra.Shard(t.shard, orders[axis]) if t.shard is not None else t
+                axis: Shard(t.shard, orders[axis]) if t.shard is not None else t
                 for axis, t in self.types
             }
         )
@@ -262,7 +261,7 @@ def _spec_of(tensor_type: TensorType, role: str, ndim: Optional[int]) -> _Spec:
         if t.shard is not None:
             dim = _dim(t.shard, ndim, axis, role)
             by_dim.setdefault(dim, []).append((t.order, axis))
-            t = algebra.Shard(dim)
+            t = Shard(dim)
         types[axis] = t
     dims: dict[int, list[str]] = {}
     for dim, members in by_dim.items():
@@ -300,7 +299,7 @@ def spec_of_entries(entries: Iterable[tuple[str, AxisType]], role: str) -> Tenso
 
 
 def validate(src: TensorType, dst: TensorType, ndim: Optional[int] = None) -> None:
-    """Raise :class:`~spmd_stubs.algebra.SpmdTypeError` (``spmd-collective``) for an invalid request.
+    """Raise :class:`~spmd_stubs.core.SpmdTypeError` (``spmd-collective``) for an invalid request.
 
     Invalid: a V without a shard dim, an axis given twice, a dim sharded by
     several axes with no order (``S(0)@dp, S(0)@tp``), an axis named on one
@@ -378,7 +377,7 @@ def _valid(op: str, src: AxisType, dst: AxisType) -> bool:
         # (min, avg) is their max: no cast turns one into the other.
         return False
     try:
-        algebra.transition(op, src, dst, "axis", expert_mode=True)
+        transition(op, src, dst, "axis", expert_mode=True)
     except SpmdTypeError:
         return False
     return True
@@ -387,7 +386,7 @@ def _valid(op: str, src: AxisType, dst: AxisType) -> bool:
 @functools.lru_cache(maxsize=None)
 def _needs_expert(op: str, src: AxisType, dst: AxisType) -> bool:
     try:
-        algebra.transition(op, src, dst, "axis", expert_mode=False)
+        transition(op, src, dst, "axis", expert_mode=False)
     except SpmdTypeError as error:
         return error.code is Code.EXPERT_MODE
     return False
@@ -396,7 +395,7 @@ def _needs_expert(op: str, src: AxisType, dst: AxisType) -> bool:
 def _edge(u: AxisType, v: AxisType) -> Optional[tuple[str, AxisType]]:
     """The route step from ``u`` toward ``v``: (op, the type it reaches), or None."""
     try:
-        step = algebra.route(u, v)
+        step = route(u, v)
     except SpmdTypeError:
         return None  # no one operation: the search goes through R
     if step is None or not _valid(step.op, step.src, step.dst):
@@ -421,7 +420,7 @@ def _allowed(src: AxisType, dst: AxisType, dims: Sequence[int]) -> tuple[AxisTyp
         return (src, dst) if dst.reduce == "sum" else (src, Replicate, dst)
     out = [src, dst, Replicate]
     if src.shard is not None:
-        out += [algebra.Shard(dim) for dim in dims]
+        out += [Shard(dim) for dim in dims]
     return tuple(dict.fromkeys(out))
 
 
@@ -500,7 +499,7 @@ def _lookup_size(sizes: dict[str, int], axis: str) -> int:
 
 def _cost(spec: _Spec, op: str, axes: Sequence[str], size: "functools.partial[int]") -> Fraction:
     """Elements one rank receives in ``op`` (ring algorithms), as a fraction of the global tensor."""
-    if op not in algebra.COLLECTIVES:
+    if op not in COLLECTIVES:
         return Fraction(0)
     local = Fraction(1)
     for _, sharding in spec.dims:
@@ -624,7 +623,7 @@ def _search(
             continue
         seen.append((collectives, steps))
         for move in _moves(spec, allowed, order, mesh_order):
-            c = collectives + (move.op in algebra.COLLECTIVES)
+            c = collectives + (move.op in COLLECTIVES)
             s = steps + 1
             if c > bound[0] or s > bound[1]:
                 continue
@@ -647,7 +646,7 @@ def naive_plan(
 ) -> list[PlannedStep]:
     """The per-axis route from spec ``src`` to spec ``dst``: one axis per step.
 
-    Each axis takes :func:`spmd_stubs.algebra.route`'s step from its type to
+    Each axis takes :func:`spmd_stubs.core.route`'s step from its type to
     its destination when the minor-axis rule allows it (it leaves a dim only
     as the minor axis, it arrives as the next axis ``dst`` wants there);
     when no axis can, the first minor axis that must leave is gathered to R
@@ -693,7 +692,7 @@ def plan(
         S(0)@(dp,tp)      -> S(0)@(tp,dp)      all_gather((dp, tp), src=S(0), dst=R),
                                                convert((tp, dp), src=R, dst=S(0))
 
-    Raises :class:`~spmd_stubs.algebra.SpmdTypeError` as :func:`validate`.
+    Raises :class:`~spmd_stubs.core.SpmdTypeError` as :func:`validate`.
     """
     key = tuple(sorted((sizes or {}).items()))
     return list(_plan(src, dst, key, ndim, None if mesh_order is None else tuple(mesh_order)))
@@ -709,5 +708,5 @@ def _plan(
 ) -> tuple[PlannedStep, ...]:
     start, goal = _specs(src, dst, ndim)
     naive = _naive(start, goal, _order(start, mesh_order))
-    bound = (sum(m.op in algebra.COLLECTIVES for m in naive), len(naive))
+    bound = (sum(m.op in COLLECTIVES for m in naive), len(naive))
     return tuple(_steps(start, _search(start, goal, mesh_order, _size_of(dict(sizes)), bound)))

@@ -1,0 +1,99 @@
+"""The pure theory of SPMD types: no torch, no mypy.
+
+The mypy plugin (:mod:`spmd_mypy`) and the runtime (:mod:`spmd_stubs`) both
+read their rules from here, so each rule lives in exactly one place and both
+report a violation with the same words.  ``docs/spec.md`` is the
+specification these modules implement; a test checks that nothing in this
+folder imports torch or mypy.
+
+=======================  ===================================================
+module                   what
+=======================  ===================================================
+:mod:`.axis_types`       the types: R, I, V, P, S(i), pending avg/max/min
+:mod:`.errors`           error codes and :class:`SpmdTypeError`
+:mod:`.rules`            op rules by linearity, pending max/min effects
+:mod:`.comms`            the transition table, duality, backward, routes
+:mod:`.checks`           in-place writes, backward seeds, type asserts
+:mod:`.torch_ops`        one record per torch op
+:mod:`.sharding`         shard propagation for global SPMD
+:mod:`.planner`          redistribute between partition specs
+:mod:`.megatron_table`   Megatron's mapping helpers as typed operations
+=======================  ===================================================
+
+The names below are the algebra's surface: ``from spmd_stubs import core``
+then ``core.transition(...)``.
+"""
+
+from spmd_stubs.core.axis_types import (
+    REDUCE_OPS,
+    SCALAR,
+    AxisType,
+    Invariant,
+    Kind,
+    Operand,
+    Partial,
+    PartialOf,
+    Replicate,
+    Scalar,
+    Shard,
+    TensorType,
+    Varying,
+    parse_axis_type,
+    shard_group,
+)
+from spmd_stubs.core.checks import check_asserted, check_inplace, check_loss, check_write
+from spmd_stubs.core.comms import (
+    CASTS,
+    COLLECTIVES,
+    IMPLICIT_PARTIAL,
+    Step,
+    backward_of,
+    check_source,
+    dual,
+    route,
+    transition,
+    transitions,
+)
+from spmd_stubs.core.errors import Code, SpmdTypeError
+from spmd_stubs.core.rules import Apply, Arg, Effect, Expr, Linearity, Monotone, evaluate
+
+__all__ = [
+    "Kind",
+    "AxisType",
+    "Replicate",
+    "Invariant",
+    "Varying",
+    "Partial",
+    "Shard",
+    "PartialOf",
+    "REDUCE_OPS",
+    "shard_group",
+    "Operand",
+    "SCALAR",
+    "Scalar",
+    "TensorType",
+    "parse_axis_type",
+    "Code",
+    "SpmdTypeError",
+    "Linearity",
+    "Arg",
+    "Apply",
+    "Expr",
+    "Monotone",
+    "Effect",
+    "evaluate",
+    "dual",
+    "Step",
+    "transition",
+    "transitions",
+    "backward_of",
+    "route",
+    "check_source",
+    "COLLECTIVES",
+    "CASTS",
+    "IMPLICIT_PARTIAL",
+    "check_inplace",
+    "check_write",
+    "check_loss",
+    "check_asserted",
+]

@@ -1,0 +1,144 @@
+"""Rules on whole statements: in-place writes, backward seeds, type asserts."""
+
+from __future__ import annotations
+
+from spmd_stubs.core.axis_types import AxisType, Kind, Operand, Partial, Replicate, Scalar
+from spmd_stubs.core.errors import Code, SpmdTypeError
+from spmd_stubs.core.comms import instead
+
+
+
+def check_inplace(op: str, written: AxisType, result: AxisType | None, axis: str) -> None:
+    """An in-place op (or ``out=``) keeps the written tensor's type: the result must have it.
+
+    ``result`` None (unknown on this axis) is accepted, as gradual typing asks.
+    """
+    if result is None or result.local == written.local:
+        return
+    raise SpmdTypeError(
+        Code.INPLACE,
+        axis,
+        f"in-place {op} would change its target from {written.on(axis)} to {result.on(axis)} on "
+        f"axis {axis}, but a tensor written in place keeps its type. Fix: use the out-of-place "
+        f"form (y = {op.rstrip('_')}(...)) and bind the {result.on(axis)} result to a new name.",
+    )
+
+
+def check_write(target: AxisType, value: Operand, axis: str, index: Operand = None) -> None:
+    """``x[i] = y`` (``Tensor.__setitem__``): x keeps its type, which the write must not change.
+
+    ``target`` is x's type on ``axis``, ``value`` y's (None: unknown, accepted
+    as gradual typing asks; a python scalar), ``index`` i's.  A write fits
+    when x would keep its type with y's values in place: y of x's own type;
+    a python scalar into anything but a pending sum (every rank's part would
+    hold it; the plugin lets a literal zero through, which fits every type);
+    R (or a scalar) into V, or into a pending avg/max/min (a value the same
+    on every rank is its own avg, max and min).  An index that
+    varies writes at different positions on each rank: only a varying x
+    stays what it was.  A Partial index cannot select (as for ``x[i]``).
+    """
+    x, shown = target.on(axis), f"x: {target.on(axis)}"
+    if isinstance(index, AxisType) and index.kind is Kind.P:
+        raise SpmdTypeError(
+            Code.PARTIAL_NONLINEAR,
+            axis,
+            f"x[i] = y uses a Partial tensor as the index on axis {axis} ({shown}, i: {index.on(axis)}); "
+            f"a pending sum cannot select positions. Fix: all_reduce(i, {axis}, src={index}, dst=R) first.",
+        )
+    if isinstance(index, AxisType) and index.kind is Kind.V and target.local.kind is not Kind.V:
+        raise SpmdTypeError(
+            Code.INPLACE,
+            axis,
+            f"x[i] = y writes at positions that differ between ranks on axis {axis} ({shown}, i: "
+            f"{index.on(axis)}), so x would no longer be {x}, but a tensor written in place keeps its "
+            f"type. Fix: an index that is R on {axis} (the same positions on every rank), or write out "
+            f"of place and bind the result to a new name, e.g. x2 = torch.where(mask, y, x).",
+        )
+    if value is None:
+        return
+    if isinstance(value, Scalar):
+        if target.kind is not Kind.P or target.reduce != "sum":
+            return
+        why = "every rank's part would hold the number, so the pending sum would count it once per rank"
+        fix = f"all_reduce(x, {axis}, src={target}, dst=R) before the write, and write into its R result"
+        raise SpmdTypeError(Code.INPLACE, axis, _write_message(target, "a python scalar", axis, why, fix))
+    if value.local == target.local:
+        return
+    if value.kind is Kind.R and (target.local.kind is Kind.V or (target.kind is Kind.P and target.reduce != "sum")):
+        return
+    y = value.on(axis)
+    if value.kind is Kind.P and target.kind is not Kind.P:
+        why = f"the written elements would be parts of a pending {value.reduce} among {target.kind.title} values"
+        fix = f"all_reduce(y, {axis}, src={value}, dst={'I' if target.kind is Kind.I else 'R'}) first"
+    elif value.local.kind is Kind.V and target.kind in (Kind.R, Kind.I):
+        why = "its ranks would then hold different values"
+        fix = (
+            f"write a value that is {target} on {axis}, or write out of place and bind the V result to a new "
+            f"name, e.g. x2 = torch.where(mask, y, x)"
+        )
+    elif target.kind is Kind.P and target.reduce == "sum" and value.kind is not Kind.P:
+        why = "every rank's part would hold the written values, so the pending sum would add up all of them"
+        first = {
+            Kind.R: f"convert(y, {axis}, src=R, dst=P) (the value on one rank, zeros on the others)",
+            Kind.V: f"reinterpret(y, {axis}, src=V, dst=P) if the ranks' values are the parts of the sum",
+        }.get(value.kind)
+        reduce_first = f"all_reduce(x, {axis}, src=P, dst=R) before the write, and write into its R result"
+        fix = f"{first}, or {reduce_first}" if first else reduce_first
+    else:
+        why = f"x would then mix {x} and {y} elements"
+        # R fits into V: a cast to R keeps the values, one to V would slice them.
+        goal = Replicate if target.local.kind is Kind.V else target
+        fix = f"{instead(value, goal, axis).replace('(x, ', '(y, ')} first"
+    raise SpmdTypeError(Code.INPLACE, axis, _write_message(target, f"y of type {y}", axis, why, fix))
+
+
+def _write_message(target: AxisType, what: str, axis: str, why: str, fix: str) -> str:
+    return (
+        f"x[i] = y writes {what} into x of type {target.on(axis)} on axis {axis}, but a tensor "
+        f"written in place keeps its type, and {why}. Fix: {fix}."
+    )
+
+
+_LOSS_FIX = {
+    Kind.R: "all_gather/all_reduce with dst=I instead of dst=R before the loss, so every rank "
+    "computes the same loss, or convert(loss, {axis}, src=R, dst=P)",
+    Kind.V: "reinterpret(loss, {axis}, src=V, dst=P) if the global loss is the sum of the ranks' "
+    "losses (typical on dp/cp), or all_reduce(loss, {axis}, src=V, dst=I)",
+}
+
+
+def check_loss(loss: AxisType, axis: str, call: str = "backward()") -> None:
+    """Seed 000's loss rule: a backward with the implicit gradient 1.0 needs I or P on every axis.
+
+    The seed 1.0 on each rank is the dual gradient of an I loss (I) and of a P
+    loss (R); for an R or V loss it is the wrong gradient.
+    """
+    if loss.kind is Kind.I or loss == Partial:
+        return
+    if loss.kind is Kind.P:
+        raise SpmdTypeError(
+            Code.BACKWARD,
+            axis,
+            f"{call} seeds the gradient 1.0 on every rank, which is right for a pending sum but not "
+            f"for the pending {loss.reduce} of the loss {loss.on(axis)} on axis {axis}. Fix: "
+            f"all_reduce(loss, {axis}, src={loss}, dst=I) first.",
+        )
+    raise SpmdTypeError(
+        Code.BACKWARD,
+        axis,
+        f"{call} seeds the gradient 1.0 on every rank, which is only right for an Invariant or "
+        f"Partial loss, but the loss is {loss.on(axis)} on axis {axis}. Fix: "
+        f"{_LOSS_FIX[loss.kind].format(axis=axis)}.",
+    )
+
+
+def check_asserted(actual: AxisType, asserted: AxisType, axis: str) -> None:
+    """``assert_type`` may refine an unknown type but not contradict a known one (V and S(i) agree)."""
+    if actual.local == asserted.local:
+        return
+    raise SpmdTypeError(
+        Code.ASSERT,
+        axis,
+        f"assert_type says {asserted.on(axis)} but the value is {actual.on(axis)} on axis {axis}. "
+        f"Fix: correct the assertion, or first {instead(actual, asserted, axis)}.",
+    )

@@ -1,0 +1,354 @@
+"""Collectives and casts: which src/dst pairs exist, and their backward.
+
+:func:`transition` says whether ``convert(I, P)`` (or any collective or cast
+with a src/dst pair) exists, whether it needs ``expert_mode``, and what to
+call instead when it does not (docs/spec.md#transitions).  :func:`dual` and
+:func:`backward_of` give the gradient type and the backward operation of
+every forward operation (docs/spec.md#forward-and-backward).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spmd_stubs.core.axis_types import AxisType, Kind, Partial, Varying
+from spmd_stubs.core.errors import Code, SpmdTypeError
+
+
+_DUAL_KIND = {Kind.R: Kind.P, Kind.P: Kind.R, Kind.I: Kind.I, Kind.V: Kind.V}
+
+
+def dual(axis_type: AxisType) -> AxisType:
+    """The gradient's type: R <-> P, I <-> I, V <-> V (a shard keeps its dim).
+
+    A pending avg's gradient is replicated (each part gets ``g / n``); a
+    pending max's or min's varies (the part that attains it gets ``g``, split
+    between ties), so those two are V.
+    """
+    if axis_type.extremum:
+        return Varying
+    return AxisType(_DUAL_KIND[axis_type.kind], axis_type.shard, axis_type.order)
+
+
+# --------------------------------------------------------------------------
+# Transitions: collectives and casts
+# --------------------------------------------------------------------------
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+CASTS = ("reinterpret", "convert")
+IMPLICIT_PARTIAL = ("all_reduce", "reduce_scatter")
+"""Collectives that accept src=V as shorthand for reinterpret(V,P) then src=P."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation with its src/dst, e.g. ``all_reduce(P, I)``."""
+
+    op: str
+    src: AxisType
+    dst: AxisType
+
+    def call(self, axis: str, tensor: str = "x", expert: bool = False) -> str:
+        """The call the user writes: ``all_reduce(x, tp, src=P, dst=I)``."""
+        flag = ", expert_mode=True" if expert else ""
+        return f"{self.op}({tensor}, {axis}, src={self.src}, dst={self.dst}{flag})"
+
+    def __str__(self) -> str:
+        return f"{self.op}({self.src},{self.dst})"
+
+
+R, I, V, P = Kind.R, Kind.I, Kind.V, Kind.P  # noqa: E741
+
+# (op, src kind, dst kind) -> needs expert_mode.  The table of seed 000 "Comms by
+# state transition" plus DESIGN section 2's additions: convert(I,R) (identity
+# forward, all-reduce backward, Megatron's copy_to_tensor_model_parallel_region)
+# and its gated mirror convert(R,I).  reinterpret(I,P) is deliberately absent.
+_TRANSITIONS: dict[tuple[str, Kind, Kind], bool] = {
+    ("reinterpret", R, I): True,
+    ("reinterpret", R, V): True,
+    ("reinterpret", R, P): True,
+    ("reinterpret", I, R): False,
+    ("reinterpret", I, V): False,
+    ("reinterpret", V, P): False,
+    ("convert", R, V): False,
+    ("convert", R, P): False,
+    ("convert", I, R): False,
+    ("convert", R, I): True,
+    ("convert", I, V): False,
+    ("convert", I, P): True,
+    ("convert", V, P): True,
+    ("all_reduce", P, R): False,
+    ("all_reduce", P, I): False,
+    ("all_gather", V, R): False,
+    ("all_gather", V, I): False,
+    ("reduce_scatter", P, V): False,
+    ("all_to_all", V, V): False,
+}
+
+_EXPERT_REASON = {
+    ("reinterpret", R, I): "treats a replicate value as invariant; it is the backward "
+    "of convert(I,P) and has no natural forward use",
+    ("reinterpret", R, V): "declares N copies of a replicated value as varying; to "
+    "shard a replicated value use convert(x, {axis}, src=R, dst=V) or dst=S(i)",
+    ("reinterpret", R, P): "scales the value by the axis size (each rank's copy joins "
+    "the pending sum); to keep the value use convert(x, {axis}, src=R, dst=P)",
+    ("convert", R, I): "drops the gradient reduction of a replicate value; it is "
+    "reinterpret(R,I) and has no natural forward use",
+    ("convert", I, P): "zeros every rank but rank 0; it is the backward of "
+    "reinterpret(R,I)",
+    ("convert", V, P): "zero-pads each rank's part into a partial sum; it is the "
+    "backward of convert(R,V)",
+}
+
+# The semantics-preserving route between two types (redistribute's table, and
+# what an error suggests instead of an invalid pair).
+_ROUTE: dict[tuple[Kind, Kind], str] = {
+    (R, I): "convert",
+    (R, V): "convert",
+    (R, P): "convert",
+    (I, R): "convert",
+    (I, V): "convert",
+    (I, P): "convert",
+    (V, R): "all_gather",
+    (V, I): "all_gather",
+    (V, V): "all_to_all",
+    (V, P): "convert",
+    (P, R): "all_reduce",
+    (P, I): "all_reduce",
+    (P, V): "reduce_scatter",
+}
+
+
+# Where a Partial pends avg, max or min (seed 001), only these pairs exist: a
+# Replicate value is partitioned exactly by keeping it on every rank
+# (convert(R, Pmax) is the identity), per-rank values are declared pending
+# (reinterpret(V, Pmax)), and the collectives resolve it.  Creating one from I
+# or V by zeroing ranks (the sum's gated converts) would be wrong.
+_NON_SUM_PARTIAL = frozenset(
+    {("all_reduce", P, R), ("all_reduce", P, I), ("reduce_scatter", P, V), ("convert", R, P), ("reinterpret", V, P)}
+)
+
+
+def _non_sum(axis_type: AxisType) -> bool:
+    return axis_type.kind is P and axis_type.reduce != "sum"
+
+
+def route(src: AxisType, dst: AxisType, axis: str = "axis") -> Step | None:
+    """The semantics-preserving operation from ``src`` to ``dst`` (None: no-op).
+
+    This is ``redistribute``'s routing table: comms where the value must move,
+    ``convert`` where a local change keeps the meaning.  A pending avg/max/min
+    is made only from a replicated value, and one reduction never becomes
+    another in one operation: those raise ``spmd-collective`` with the two
+    steps to write instead.
+    """
+    two_steps = _two_steps(src, dst, axis)
+    if two_steps:
+        raise SpmdTypeError(
+            Code.COLLECTIVE,
+            axis,
+            f"redistribute(src={src}, dst={dst}) on axis {axis} has no single operation that keeps "
+            f"the value. Fix: {two_steps}.",
+        )
+    if src == dst or (src.kind is dst.kind and src.kind is not V):
+        return None
+    if src.kind is V and dst.kind is V and (src.shard is None or dst.shard is None):
+        # V and S(i) are the same local type; only S(i)->S(j) moves data.
+        return None
+    return Step(_ROUTE[(src.kind, dst.kind)], src, dst)
+
+
+def _two_steps(src: AxisType, dst: AxisType, axis: str) -> str:
+    """The two calls from ``src`` to ``dst`` where no one operation keeps the value ('' otherwise)."""
+    if src.kind is P and dst.kind is P and src.reduce != dst.reduce:
+        via = f"all_reduce(x, {axis}, src={src}, dst=R)"
+    elif _non_sum(dst) and src.kind is not R and src.kind is not P:
+        via = f"{_ROUTE[(src.kind, R)]}(x, {axis}, src={src}, dst=R)"
+    else:
+        return ""
+    return f"{via}, then convert(x, {axis}, src=R, dst={dst})"
+
+
+def _allowed_forms(op: str, src: AxisType, dst: AxisType) -> bool:
+    """Shape constraints beyond the kinds: all_to_all pairs V/V or S/S."""
+    if op == "all_to_all":
+        return (src.shard is None) == (dst.shard is None)
+    if op == "reinterpret":
+        # A reinterpret never changes the local tensor, so it has no shard
+        # dim to choose: a shard in or out means convert.
+        return dst.shard is None
+    return True
+
+
+def instead(src: AxisType, dst: AxisType, axis: str) -> str:
+    if _non_sum(dst) and src.kind is V:
+        return f"reinterpret(x, {axis}, src={src}, dst={dst}) to declare the per-rank values pending"
+    two_steps = _two_steps(src, dst, axis)
+    if two_steps:
+        return two_steps
+    step = route(src, dst, axis)
+    if step is None and src != dst:
+        # V vs S(i): the same local type, only the collective's form differs.
+        shard = src.shard if src.shard is not None else dst.shard
+        return (
+            f"all_to_all(x, {axis}, src=S(i), dst=S(j)) with both as shards, or src=V, "
+            f"dst=V (here S({shard}) and V are mixed)"
+        )
+    if step is None:
+        return f"nothing: the input already is {dst.on(axis)}"
+    expert = _TRANSITIONS.get((step.op, src.kind, dst.kind), False)
+    return step.call(axis, expert=expert)
+
+
+def transition(
+    op: str,
+    src: AxisType,
+    dst: AxisType,
+    axis: str,
+    expert_mode: bool = False,
+) -> AxisType:
+    """The result type of ``op(x, axis, src=src, dst=dst)``, or why it is invalid.
+
+    ``op`` is a collective, a cast, or ``redistribute``.  Errors:
+    ``spmd-invalid-transition`` for a reinterpret/convert pair that does not
+    exist, ``spmd-collective`` for a collective given a src/dst it does not
+    take, ``spmd-expert-mode`` for a gated pair without ``expert_mode=True``.
+    Each names the operation to call instead.
+    """
+    code = Code.INVALID_TRANSITION if op in CASTS else Code.COLLECTIVE
+    if op == "redistribute":
+        route(src, dst, axis)  # raises where no one operation keeps the value
+        return dst
+    if op in CASTS and src == dst:
+        return dst
+    # src=V means reinterpret(V,P) first (seed 000 on all_reduce).
+    table_src = Partial if op in IMPLICIT_PARTIAL and src.kind is V else src
+    gated = _TRANSITIONS.get((op, table_src.kind, dst.kind))
+    if (_non_sum(src) or _non_sum(dst)) and (op, table_src.kind, dst.kind) not in _NON_SUM_PARTIAL:
+        gated = None
+    elif _non_sum(dst):
+        gated = False  # keeping v on every rank partitions it exactly: nothing to gate
+    if gated is None or not _allowed_forms(op, src, dst):
+        raise SpmdTypeError(
+            code,
+            axis,
+            f"{op}(src={src}, dst={dst}) does not exist on axis {axis}"
+            f"{_why_not(op, src, dst)}. Fix: use {instead(src, dst, axis)}.",
+        )
+    if gated and not expert_mode:
+        reason = _EXPERT_REASON[(op, src.kind, dst.kind)].format(axis=axis)
+        raise SpmdTypeError(
+            Code.EXPERT_MODE,
+            axis,
+            f"{op}(src={src}, dst={dst}) on axis {axis} {reason}. If that is what you "
+            f"mean, pass expert_mode=True: {Step(op, src, dst).call(axis, expert=True)}.",
+        )
+    return dst
+
+
+def _why_not(op: str, src: AxisType, dst: AxisType) -> str:
+    if _non_sum(src) or _non_sum(dst):
+        pending = src if _non_sum(src) else dst
+        return (
+            f" (a pending {pending.reduce} is made only by convert from R or reinterpret from V, "
+            f"and resolved only by all_reduce or reduce_scatter)"
+        )
+    if op == "reinterpret" and src.kind is P:
+        return " (a pending sum can only be resolved by communication)"
+    if op == "reinterpret" and (src.kind, dst.kind) == (I, P):
+        return " (reinterpret(I,P) would scale the value by the axis size)"
+    if op == "convert" and src.kind is P:
+        return " (a pending sum can only be resolved by communication)"
+    if op in CASTS and src.kind is V and dst.kind in (R, I):
+        return " (the ranks hold different data: gathering it is communication)"
+    if op == "all_to_all":
+        return " (all_to_all maps V to V or S(i) to S(j))"
+    if op in CASTS and src.kind is V and dst.kind is V:
+        return " (changing the shard dim moves data between ranks)"
+    if op == "reinterpret" and dst.shard is not None:
+        return " (a reinterpret never moves data, so it cannot pick a shard dim)"
+    return ""
+
+
+def check_source(op: str, declared: AxisType, actual: AxisType, axis: str) -> None:
+    """The input's actual type must be the declared ``src`` (V and S(i) agree).
+
+    A varying input is also accepted where ``all_reduce``/``reduce_scatter``
+    declare ``src=P``: the implicit ``reinterpret(V,P)`` is a valid,
+    ungated transition whose forward and backward are the identity, so the
+    call computes exactly what ``src=V`` would (DESIGN section 2).  This is
+    the row-parallel pattern: a local matmul gives V, the reduction reads it
+    as P.  Raises ``spmd-collective`` naming the operation that fits the
+    actual type.
+    """
+    if actual.local == declared.local:
+        return
+    if op in IMPLICIT_PARTIAL and declared.kind is P and actual.kind is V:
+        return
+    raise SpmdTypeError(
+        Code.COLLECTIVE,
+        axis,
+        f"{op} is told src={declared}, but the input is {actual.on(axis)} on axis {axis}. "
+        f"Fix: pass src={actual}, or first {instead(actual, declared, axis)}.",
+    )
+
+
+# Seed 000 "Comms by forwards-backwards", by (op, src kind, dst kind).  The
+# backward op's src/dst are always (dual(dst), dual(src)); a test checks that.
+_BACKWARD: dict[tuple[str, Kind, Kind], str] = {
+    ("reinterpret", R, I): "convert",
+    ("reinterpret", R, V): "reinterpret",
+    ("reinterpret", R, P): "reinterpret",
+    ("reinterpret", I, R): "all_reduce",
+    ("reinterpret", I, V): "all_reduce",
+    ("reinterpret", V, P): "reinterpret",
+    ("convert", R, V): "convert",
+    ("convert", R, P): "convert",
+    ("convert", I, R): "all_reduce",
+    ("convert", R, I): "convert",
+    ("convert", I, V): "all_gather",
+    ("convert", I, P): "reinterpret",
+    ("convert", V, P): "convert",
+    ("all_reduce", P, R): "all_reduce",
+    ("all_reduce", P, I): "reinterpret",
+    ("all_gather", V, R): "reduce_scatter",
+    ("all_gather", V, I): "convert",
+    ("reduce_scatter", P, V): "all_gather",
+    ("all_to_all", V, V): "all_to_all",
+}
+
+
+def backward_of(op: str, src: AxisType, dst: AxisType) -> Step:
+    """The operation autograd runs for ``op(src, dst)``'s gradient.
+
+    ``src``/``dst`` must be a valid pair of :func:`transition` with the
+    implicit ``reinterpret(V,P)`` of ``all_reduce``/``reduce_scatter``
+    already applied.  A returned ``all_reduce(V, I)`` (the backward of
+    ``reinterpret(I,V)``) means that same implicit form.
+
+    A cast to the type it already has is its own backward.  The casts that
+    make a pending avg/max/min (``convert(R, Pop)``, ``reinterpret(V, Pop)``)
+    keep every rank's value, and a pending avg/max/min's gradient is already
+    each rank's share of the reduced value's gradient, so their backward is a
+    ``reinterpret`` (the identity).  The collectives that resolve a pending
+    max/min (src ``Pmax``/``Pmin``) are not single table cells backwards: the
+    runtime runs the backward of the same collective from ``P`` and splits the
+    result among the ranks attaining the extremum.
+
+    >>> str(backward_of("all_gather", Varying, Replicate))
+    'reduce_scatter(P,V)'
+    >>> str(backward_of("reinterpret", Invariant, Replicate))
+    'all_reduce(P,I)'
+    >>> str(backward_of("convert", Replicate, PartialOf("max")))
+    'reinterpret(V,P)'
+    """
+    if op in CASTS and (src == dst or _non_sum(dst)):
+        return Step("reinterpret" if _non_sum(dst) else op, dual(dst), dual(src))
+    return Step(_BACKWARD[(op, src.kind, dst.kind)], dual(dst), dual(src))
+
+
+def transitions() -> list[tuple[str, Kind, Kind, bool]]:
+    """Every valid (op, src kind, dst kind, needs expert_mode), for docs and tests."""
+    return [(op, s, d, gated) for (op, s, d), gated in _TRANSITIONS.items()]
+
+

@@ -61,7 +61,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence, Union
 
-from spmd_stubs.core import AxisType, Code, Kind, PartialOf, Scalar, Shard, SpmdTypeError, TensorType
+from spmd_stubs.core import AxisType, Code, Kind, Operand, PartialOf, Scalar, Shard, SpmdTypeError, TensorType
 
 __all__ = [
     "Operand",
@@ -89,9 +89,6 @@ __all__ = [
     "same_spec",
     "spec_mismatch",
 ]
-
-Operand = Union[AxisType, Scalar, None]
-"""One operand on one axis: a type, a python scalar, or None (unknown there)."""
 
 
 # --------------------------------------------------------------------------

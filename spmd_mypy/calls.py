@@ -15,13 +15,14 @@ from mypy.nodes import Context, Expression, FloatExpr, IntExpr
 from mypy.plugin import AttributeContext, CheckerPluginInterface, FunctionContext, MethodContext
 from mypy.types import Type
 
-from spmd_stubs import core
-from spmd_stubs.core import SpmdTypeError, TensorType
-from spmd_mypy import errorcodes, global_mode, report
+from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
+from spmd_mypy.global_mode import refine
 from spmd_mypy.inference import ABSENT, Actual, OpCall, _on_axis, choices, infer
 from spmd_mypy.ops import Rule, effect_for, out_of_place, rule_for
 from spmd_mypy.representation import contains_tensor, has_spmd, result_type, spmd_members
+from spmd_stubs import core
+from spmd_stubs.core import SpmdTypeError, TensorType
 
 _REFLECTED = {f"__r{n}__": n for n in "add sub mul matmul truediv floordiv mod pow and or xor".split()}
 
@@ -50,7 +51,7 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
         receiver = Actual(None, ctx.type)
         operands = [[receiver], *_actuals(ctx.arg_types, ctx.args)]
         call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, effect_for(name))
-        call.refine = global_mode.op_refiner(ctx, name, call.name, method=True)
+        call.refine = refine.op_refiner(ctx, name, call.name, method=True)
         results = infer(rule, call)
         if results is None:
             return ctx.default_return_type
@@ -71,7 +72,7 @@ def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type
             return _unmodelled(ctx.api, ctx.context, name, flat, ctx.default_return_type, config)
         actuals = _actuals(ctx.arg_types, ctx.args)
         call = OpCall(display_name(name), actuals, ctx.context, ctx.api, config, effect_for(name))
-        call.refine = global_mode.op_refiner(ctx, name, call.name, method=False)
+        call.refine = refine.op_refiner(ctx, name, call.name, method=False)
         results = infer(rule, call)
         if results is None:
             return ctx.default_return_type
@@ -88,7 +89,7 @@ def attribute_hook(rule: Rule, name: str, config: Config) -> Callable[[Attribute
 
     def hook(ctx: AttributeContext) -> Type:
         call = OpCall(name, [[Actual(None, ctx.type)]], ctx.context, ctx.api, config, effect_for(name))
-        call.refine = global_mode.attribute_refiner(ctx.api, ctx.context, name)
+        call.refine = refine.attribute_refiner(ctx.api, ctx.context, name)
         results = infer(rule, call)
         return ctx.default_attr_type if results is None else result_type(ctx.default_attr_type, results)
 

@@ -14,14 +14,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from mypy.nodes import CallExpr, Expression, IntExpr, ListExpr, NameExpr, OpExpr, RefExpr, TupleExpr, TypeInfo, UnaryExpr
+from mypy.nodes import (
+    CallExpr,
+    Expression,
+    IntExpr,
+    ListExpr,
+    NameExpr,
+    OpExpr,
+    RefExpr,
+    TupleExpr,
+    TypeInfo,
+    UnaryExpr,
+)
 from mypy.plugin import FunctionContext, FunctionSigContext
 from mypy.types import CallableType, FunctionLike, Type
 
-from spmd_stubs import core
-from spmd_stubs.core import planner
-from spmd_stubs.core import AxisType, Code, Partial, SpmdTypeError, TensorType
-from spmd_mypy import errorcodes, global_mode, report
+from spmd_mypy import errorcodes, report
 from spmd_mypy.annotations import (
     AnnotationError,
     DimText,
@@ -31,8 +39,11 @@ from spmd_mypy.annotations import (
     shard_group,
     tensor_type_of,
 )
-from spmd_stubs.core.megatron_table import HELPERS, Helper
+from spmd_mypy.global_mode import boundaries, regions
 from spmd_mypy.representation import has_spmd, result_type, retype, spmd_members, updated_members
+from spmd_stubs import core
+from spmd_stubs.core import AxisType, Code, Partial, SpmdTypeError, TensorType, planner, sharding
+from spmd_stubs.core.megatron_table import HELPERS, Helper
 
 COLLECTIVES_MODULE = "spmd_stubs.collectives."
 MEGATRON_MODULE = "spmd_stubs.megatron."
@@ -161,7 +172,7 @@ def apply(
                 if axis in mapping:
                     core.check_source(request.op, request.src, mapping[axis], axis)
                 if axis in global_axes:
-                    global_mode.global_collective(request.op, request.src, request.dst, mapping, axis, global_axes)
+                    sharding.global_collective(request.op, request.src, request.dst, mapping, axis, global_axes)
                     continue
             except SpmdTypeError as error:
                 report_error(error)
@@ -173,8 +184,8 @@ def apply(
 def _typed(ctx: FunctionContext, request: Request | None) -> Type:
     if request is None:
         return ctx.default_return_type
-    results = apply(request, lambda error: report.rule_error(ctx.api, ctx.context, error), global_mode.current_axes(ctx.api))
-    global_mode.check_returned(ctx.api, ctx.context, results)
+    results = apply(request, lambda error: report.rule_error(ctx.api, ctx.context, error), regions.current_axes(ctx.api))
+    boundaries.check_returned(ctx.api, ctx.context, results)
     return result_type(ctx.default_return_type, results)
 
 
@@ -263,7 +274,7 @@ def declared_types(taker: str, types_at: int) -> Callable[[FunctionContext], Ten
 
 def _declare(ctx: FunctionContext, declared: TensorType, known: Type) -> list[TensorType | None]:
     """``known``'s members with the declared axes set, each contradiction reported."""
-    global_axes = global_mode.current_axes(ctx.api)
+    global_axes = regions.current_axes(ctx.api)
 
     def update(mapping: dict[str, AxisType]) -> None:
         before = TensorType.of(mapping)
@@ -272,7 +283,7 @@ def _declare(ctx: FunctionContext, declared: TensorType, known: Type) -> list[Te
                 if axis in mapping:
                     core.check_asserted(mapping[axis], axis_type, axis)
                     if axis in global_axes:
-                        global_mode.check_asserted_spec(before, declared, axis, global_axes)
+                        boundaries.check_asserted_spec(before, declared, axis, global_axes)
             except SpmdTypeError as error:
                 report.rule_error(ctx.api, ctx.context, error)
             mapping[axis] = axis_type
@@ -378,7 +389,7 @@ def redistribute_specs(ctx: FunctionContext) -> Type:
         mapping.update(dst.axes)
 
     results = updated_members(tensor, update)
-    global_mode.check_returned(ctx.api, ctx.context, results)
+    boundaries.check_returned(ctx.api, ctx.context, results)
     return result_type(ctx.default_return_type, results)
 
 

@@ -27,21 +27,22 @@ from mypy.plugin import (
 )
 from mypy.types import AnyType, TypeOfAny
 
-from spmd_stubs import core
-from spmd_mypy import backward, calls, collectives, config, errorcodes, global_mode, polymorphism
+from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism, signatures
 from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, shard_outside_tensor
 from spmd_mypy.collectives import (
+    COLLECTIVES_MODULE,
     DECLARING,
     FROM_LOCAL,
-    COLLECTIVES_MODULE,
     MEGATRON,
     MEGATRON_MODULE,
     TYPED_OPS,
     UNTYPED,
     UNTYPED_MODULES,
 )
+from spmd_mypy.global_mode import boundaries, refine, regions
 from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, TENSOR_ATTRIBUTES
 from spmd_mypy.representation import TENSOR, add_hidden_parameter
+from spmd_stubs import core
 
 Context = TypeVar("Context")
 
@@ -138,10 +139,10 @@ class SpmdPlugin(Plugin):
             return guarded(collectives.declaring_hook(DECLARING[fullname]))
         if fullname == FROM_LOCAL:
             return guarded(collectives.from_local_hook)
-        if fullname in global_mode.REGIONS:
-            return guarded(global_mode.region_hook)
-        if module == global_mode.OPS_MODULE and name in global_mode.SPMD_OPS:
-            return guarded(global_mode.spmd_op_hook(name, self.config))
+        if fullname in regions.REGIONS:
+            return guarded(boundaries.region_hook)
+        if module == refine.OPS_MODULE and name in refine.SPMD_OPS:
+            return guarded(refine.spmd_op_hook(name, self.config))
         if fullname in _AUTOGRAD:
             return guarded(backward.autograd_hook(*_AUTOGRAD[fullname]))
         if module in UNTYPED_MODULES and name in UNTYPED:
@@ -157,13 +158,13 @@ class SpmdPlugin(Plugin):
             return guarded(collectives.megatron_signature)
         if fullname.startswith(_NO_POLYMORPHISM):
             return None
-        return guarded(global_mode.signature_hook)
+        return guarded(signatures.signature_hook)
 
     @functools.lru_cache(maxsize=None)
     def get_method_signature_hook(self, fullname: str) -> Callable[[MethodSigContext], Any] | None:
         if fullname.startswith(_NO_POLYMORPHISM):
             return None
-        return guarded(global_mode.signature_hook)
+        return guarded(signatures.signature_hook)
 
     @functools.lru_cache(maxsize=None)
     def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Any] | None:

@@ -28,7 +28,6 @@ from spmd_stubs.core.axis_types import (
 from spmd_stubs.core.errors import Code, SpmdTypeError
 
 
-
 class Linearity(enum.Enum):
     """How an op treats a pending sum (P) in its operands.
 

@@ -1,0 +1,250 @@
+"""Which axes are global where: ``@global_spmd(tp)`` regions, ``@local_map(ep)`` inside them.
+
+The mode of the code being checked comes from the enclosing defs: mypy's
+checker keeps the stack of functions it is in (``api.scope.stack``), and a
+walk over the module (once per module, cached) records for every ``def`` the
+axes that are global in its body: ``@global_spmd(axes)`` adds axes,
+``@local_map(axes)`` removes them, an undecorated nested def inherits.
+Module-level code is local on every axis.  The walk also records where each
+global def's returned values come from, for :mod:`.boundaries`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from mypy.nodes import (
+    AssignmentStmt,
+    Block,
+    CallExpr,
+    ClassDef,
+    Decorator,
+    Expression,
+    ForStmt,
+    FuncDef,
+    FuncItem,
+    IfStmt,
+    Import,
+    ImportAll,
+    ImportFrom,
+    MatchStmt,
+    MypyFile,
+    NameExpr,
+    OverloadedFuncDef,
+    RefExpr,
+    ReturnStmt,
+    Statement,
+    TryStmt,
+    TupleExpr,
+    WhileStmt,
+    WithStmt,
+)
+from mypy.plugin import CheckerPluginInterface
+
+from spmd_mypy.annotations import AnnotationError, axes_of
+
+GLOBAL_SPMD = "spmd_stubs.regions.global_spmd"
+LOCAL_MAP = "spmd_stubs.regions.local_map"
+REGIONS = (GLOBAL_SPMD, LOCAL_MAP)
+NONE: frozenset[str] = frozenset()
+
+
+
+@dataclass
+class Region:
+    """A def decorated ``@global_spmd`` / ``@local_map``."""
+
+    func: FuncDef
+    axes: frozenset[str]
+    """The axes global in its body."""
+
+
+@dataclass
+class Modes:
+    tree: MypyFile
+    by_def: dict[int, frozenset[str]] = field(default_factory=dict)
+    """id(FuncDef) -> the axes global in its body."""
+    regions: dict[int, Region] = field(default_factory=dict)
+    """id(decorator CallExpr) -> the def it decorates."""
+    returned: dict[int, tuple[FuncDef, int | None]] = field(default_factory=dict)
+    """id(expression) -> the def whose return value it is, and its index in a returned tuple."""
+    returned_params: dict[int, list[tuple[NameExpr, str, int | None]]] = field(default_factory=dict)
+    """id(FuncDef) -> the parameters it returns as they are (``return x``)."""
+
+
+_MODES: dict[int, Modes] = {}
+
+
+def modes_of(tree: MypyFile) -> Modes:
+    cached = _MODES.get(id(tree))
+    if cached is None or cached.tree is not tree:
+        cached = Modes(tree)
+        if _imports_spmd_stubs(tree):
+            _walk(tree.defs, NONE, cached, None)
+        _MODES[id(tree)] = cached
+    return cached
+
+
+def _imports_spmd_stubs(tree: MypyFile) -> bool:
+    """Only a module that imports spmd_stubs can decorate a def (torch's thousand modules are skipped)."""
+    for node in tree.imports:
+        if isinstance(node, Import):
+            names = [name for name, _ in node.ids]
+        elif isinstance(node, (ImportFrom, ImportAll)):
+            names = [node.id]
+        else:
+            continue
+        if any(name == "spmd_stubs" or name.startswith("spmd_stubs.") for name in names):
+            return True
+    return False
+
+
+def _walk(body: Iterable[Statement], axes: frozenset[str], modes: Modes, owner: FuncDef | None) -> None:
+    for statement in body:
+        for func, inner, decorated in _defs_in(statement, axes, modes):
+            modes.by_def[id(func)] = inner
+            if inner:
+                _scan_returns(func, func.body.body, modes)
+            _walk(func.body.body, inner, modes, func)
+        for block in _blocks(statement):
+            _walk(block.body, axes, modes, owner)
+
+
+def _scan_returns(func: FuncDef, body: list[Statement], modes: Modes) -> None:
+    """Record where ``func``'s return values come from (it is global on some axis).
+
+    mypy checks function bodies after the decorators are applied, so a
+    returned value is checked by the hook that types it: the returned
+    expression itself (an op, a call), or for ``return name`` the last
+    assignment to ``name`` before it in the same block; a returned parameter
+    is checked against its declared type.
+    """
+    params = {arg.variable.name for arg in func.arguments}
+    for index, statement in enumerate(body):
+        if isinstance(statement, ReturnStmt) and statement.expr is not None:
+            items = statement.expr.items if isinstance(statement.expr, TupleExpr) else [statement.expr]
+            tupled = isinstance(statement.expr, TupleExpr)
+            for position, item in enumerate(items):
+                slot = position if tupled else None
+                modes.returned[id(item)] = (func, slot)
+                if isinstance(item, NameExpr):
+                    source = _last_assignment(body[:index], item.name)
+                    if source is not None:
+                        modes.returned[id(source)] = (func, slot)
+                    elif item.name in params:
+                        modes.returned_params.setdefault(id(func), []).append((item, item.name, slot))
+        elif not isinstance(statement, (FuncDef, Decorator, ClassDef, OverloadedFuncDef)):
+            for block in _blocks(statement):
+                _scan_returns(func, block.body, modes)
+
+
+def _last_assignment(before: list[Statement], name: str) -> Expression | None:
+    for statement in reversed(before):
+        if isinstance(statement, AssignmentStmt) and len(statement.lvalues) == 1:
+            target = statement.lvalues[0]
+            if isinstance(target, NameExpr) and target.name == name:
+                return statement.rvalue
+    return None
+
+
+def _defs_in(statement: Statement, axes: frozenset[str], modes: Modes) -> Iterator[tuple[FuncDef, frozenset[str], bool]]:
+    """The defs a statement makes, with the axes global in each and whether a region decorator marks it."""
+    if isinstance(statement, OverloadedFuncDef):
+        for item in statement.items:
+            yield from _defs_in(item, axes, modes)
+        if statement.impl is not None:
+            yield from _defs_in(statement.impl, axes, modes)
+    elif isinstance(statement, Decorator):
+        inner, decorated = set(axes), False
+        for decorator in reversed(statement.decorators):  # innermost first; the outermost wins
+            region = _region_call(decorator)
+            if region is None:
+                continue
+            fullname, region_axes = region
+            decorated = True
+            if fullname == GLOBAL_SPMD:
+                inner |= region_axes
+            else:
+                inner -= region_axes
+        if decorated:
+            for decorator in statement.decorators:
+                if _region_call(decorator) is not None:
+                    modes.regions[id(decorator)] = Region(statement.func, frozenset(inner))
+        yield statement.func, frozenset(inner), decorated
+    elif isinstance(statement, FuncDef):
+        yield statement, axes, False
+
+
+def _blocks(statement: Statement) -> list[Block]:
+    if isinstance(statement, ClassDef):
+        return [statement.defs]
+    if isinstance(statement, IfStmt):
+        return [*statement.body, *([statement.else_body] if statement.else_body else [])]
+    if isinstance(statement, (ForStmt, WhileStmt)):
+        return [statement.body, *([statement.else_body] if statement.else_body else [])]
+    if isinstance(statement, WithStmt):
+        return [statement.body]
+    if isinstance(statement, TryStmt):
+        extra = [b for b in (statement.else_body, statement.finally_body) if b is not None]
+        return [statement.body, *statement.handlers, *extra]
+    if isinstance(statement, MatchStmt):
+        return list(statement.bodies)
+    return []
+
+
+def _region_call(decorator: Expression) -> tuple[str, frozenset[str]] | None:
+    """``global_spmd(tp)`` / ``local_map(dp, ep)`` -> (fullname, axes)."""
+    if not (isinstance(decorator, CallExpr) and isinstance(decorator.callee, RefExpr)):
+        return None
+    fullname = decorator.callee.fullname
+    if fullname not in REGIONS:
+        return None
+    axes: set[str] = set()
+    for arg in decorator.args:
+        named = static_axes(arg)
+        if named is not None:
+            axes.update(named)
+    return fullname, frozenset(axes)
+
+
+def static_axes(expr: Expression) -> tuple[str, ...] | None:
+    """The mesh axes ``expr`` names (``tp``, ``(dp, cp)``), None where it names none statically."""
+    try:
+        return axes_of(expr)
+    except AnnotationError:
+        return None
+
+
+def current_axes(api: CheckerPluginInterface) -> frozenset[str]:
+    """The axes global where the checker is now (the innermost enclosing def's)."""
+    scope = getattr(api, "scope", None)
+    tree = getattr(api, "tree", None)
+    if scope is None or tree is None:
+        return NONE
+    stack = scope.stack
+    if len(stack) < 2:
+        return NONE
+    modes = modes_of(tree)
+    for item in reversed(stack):
+        if isinstance(item, FuncItem) and id(item) in modes.by_def:
+            return modes.by_def[id(item)]
+    return NONE
+
+
+def axes_of_def(api: CheckerPluginInterface, func: FuncDef) -> frozenset[str]:
+    """The axes global in ``func``'s body (the module holding it is walked once)."""
+    tree = getattr(api, "tree", None)
+    if tree is not None:
+        modes = modes_of(tree)
+        if id(func) in modes.by_def:
+            return modes.by_def[id(func)]
+    modules = getattr(api, "modules", {})
+    parts = func.fullname.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        module = modules.get(".".join(parts[:end]))
+        if module is not None:
+            if module.fullname.partition(".")[0] == "torch":
+                return NONE
+            return modes_of(module).by_def.get(id(func), NONE)
+    return NONE

@@ -1,15 +1,10 @@
-"""spmd_mypy: the mypy plugin that checks SPMD types, and the migration codemod.
+"""spmd_mypy: the mypy plugin that checks SPMD types.
 
-Enable the checker with ``plugins = ["spmd_mypy"]`` in the mypy config.  The
-plugin module is imported lazily so that ``spmd_mypy.migrate`` does not load
-mypy.
+Enable the checker with ``plugins = ["spmd_mypy"]`` in the mypy config; mypy
+calls :func:`plugin` with its version.  The codemod ``spmd-migrate`` lives in
+:mod:`spmd_mypy.migrate`, which the plugin never imports.
 """
 
-from typing import Any
+from spmd_mypy.main import plugin
 
-
-def plugin(version: str) -> Any:
-    """mypy's entry point: the plugin class for this mypy version."""
-    from spmd_mypy.main import plugin as entry_point
-
-    return entry_point(version)
+__all__ = ["plugin"]

@@ -10,10 +10,12 @@ to the layers of interest.
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
+import io
+import os
 import re
 import shutil
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,9 +26,8 @@ import spmd_stubs
 
 __all__ = ["installed_dir", "copy_installed", "mypy_config", "Diagnostic", "MypyRun", "run_mypy"]
 
-# Torch internals no tensor-parallel layer needs: skipping them halves a cold run.
-_HEAVY_TORCH = ("torch._inductor", "torch._dynamo", "torch.fx", "torch.onnx", "torch.export",
-                "torch._functorch", "torch.testing", "torch.utils.benchmark")
+RECOMMENDED_CONFIG = Path(__file__).resolve().parents[1] / "recommended.ini"
+"""The config users are told to start from: the plugin, and torch internals skipped."""
 
 
 def installed_dir(package: str) -> Path:
@@ -53,21 +54,26 @@ def _project_root() -> Path:
 def mypy_config(root: Path, skipped_packages: Sequence[str]) -> str:
     """A mypy.ini for checking copied modules under ``root`` with the plugin.
 
-    ``check_untyped_defs``: third-party bodies are mostly unannotated, and
-    mypy would not look inside them otherwise.
+    The shipped recommended config (the plugin, torch internals skipped),
+    plus: ``check_untyped_defs``, since third-party bodies are mostly
+    unannotated and mypy would not look inside them otherwise, and the
+    packages not chosen for checking skipped.
     """
-    stubs_root = _project_root()
-    skipped = ",".join(f"{name}.*" for name in (*skipped_packages, *_HEAVY_TORCH))
-    return (
-        "[mypy]\n"
-        "plugins = spmd_mypy\n"
-        f"mypy_path = {root}:{stubs_root}\n"
-        "check_untyped_defs = True\n"
-        "ignore_missing_imports = True\n"
-        "follow_imports = silent\n"
-        f"\n[mypy-{skipped}]\n"
-        "follow_imports = skip\n"
+    config = configparser.ConfigParser()
+    config.read_string(RECOMMENDED_CONFIG.read_text())
+    config["mypy"].update(
+        {
+            "mypy_path": f"{root}:{_project_root()}",
+            "check_untyped_defs": "True",
+            "ignore_missing_imports": "True",
+            "follow_imports": "silent",
+        }
     )
+    if skipped_packages:
+        config["mypy-" + ",".join(f"{name}.*" for name in skipped_packages)] = {"follow_imports": "skip"}
+    text = io.StringIO()
+    config.write(text)
+    return text.getvalue()
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ once over the four modules.  The test pins exactly what the checker reports
 """
 
 import ast
+import configparser
 import re
 from collections import Counter
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from spmd_mypy.migrate import migrate_source
 from spmd_mypy.migrate.overlay import apply_overlay, load_overlays
-from spmd_mypy.migrate.thirdparty import copy_installed, run_mypy
+from spmd_mypy.migrate.thirdparty import RECOMMENDED_CONFIG, copy_installed, mypy_config, run_mypy
 
 OVERLAYS = Path(__file__).resolve().parents[2] / "overlays"
 MODULES = [
@@ -96,3 +97,16 @@ def test_annotations_reach_the_checker(checked):
     messages = " ".join(d.message for d in run.diagnostics)
     assert "Tensor[I@tp] | Tensor[S(-1)@tp]" in messages
     assert "S(0)@tp" in messages
+
+
+def test_the_third_party_config_is_the_recommended_one_plus_the_skipped_packages(tmp_path: Path) -> None:
+    """One list of skipped torch internals: the shipped recommended.ini, which the runner extends."""
+    recommended = configparser.ConfigParser()
+    recommended.read(RECOMMENDED_CONFIG)
+    generated = configparser.ConfigParser()
+    generated.read_string(mypy_config(tmp_path, ["fairscale", "megatron"]))
+    for section in recommended.sections():
+        for option, value in recommended[section].items():
+            assert generated[section][option] == value, (section, option)
+    assert generated["mypy-fairscale.*,megatron.*"]["follow_imports"] == "skip"
+    assert generated["mypy"]["check_untyped_defs"] == "True"

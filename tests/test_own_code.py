@@ -1,0 +1,60 @@
+"""The checker's own code is checked: mypy --strict, ruff, and its docstring examples.
+
+mypy runs with the plugin on (the recommended config), since the runtime's
+own signatures are written in SPMD types.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import spmd_mypy
+import spmd_stubs
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = (spmd_stubs, spmd_mypy)
+
+
+def _modules() -> list[str]:
+    names = []
+    for package in PACKAGES:
+        names.append(package.__name__)
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            names.append(info.name)
+    return sorted(names)
+
+
+def test_mypy_strict_finds_nothing(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "mypy", "--strict", "--config-file", "spmd_mypy/recommended.ini",
+        "--cache-dir", str(tmp_path / "cache"), "--no-error-summary", "-p", "spmd_stubs", "-p", "spmd_mypy",
+    ]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_ruff_finds_nothing() -> None:
+    run = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def _examples(name: str) -> int:
+    return sum(len(test.examples) for test in doctest.DocTestFinder().find(importlib.import_module(name)))
+
+
+def test_the_core_states_its_rules_by_example() -> None:
+    assert sum(_examples(name) for name in _modules() if name.startswith("spmd_stubs.core")) >= 10
+
+
+@pytest.mark.parametrize("name", _modules())
+def test_docstring_examples_run(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}"

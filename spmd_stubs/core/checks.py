@@ -37,6 +37,19 @@ def check_write(target: AxisType, value: Operand, axis: str, index: Operand = No
     varies writes at different positions on each rank: only a varying x
     stays what it was.  A Partial index cannot select (as for ``x[i]``).
     """
+    _check_write_index(target, index, axis)
+    if value is None or _fits(target, value):
+        return
+    if isinstance(value, Scalar):
+        why = "every rank's part would hold the number, so the pending sum would count it once per rank"
+        fix = f"all_reduce(x, {axis}, src={target}, dst=R) before the write, and write into its R result"
+        raise SpmdTypeError(Code.INPLACE, axis, _write_message(target, "a python scalar", axis, why, fix))
+    why, fix = _why_the_value_does_not_fit(target, value, axis)
+    raise SpmdTypeError(Code.INPLACE, axis, _write_message(target, f"y of type {value.on(axis)}", axis, why, fix))
+
+
+def _check_write_index(target: AxisType, index: Operand, axis: str) -> None:
+    """A Partial index cannot select; a varying one writes different positions on each rank."""
     x, shown = target.on(axis), f"x: {target.on(axis)}"
     if isinstance(index, AxisType) and index.kind is Kind.P:
         raise SpmdTypeError(
@@ -54,42 +67,40 @@ def check_write(target: AxisType, value: Operand, axis: str, index: Operand = No
             f"type. Fix: an index that is R on {axis} (the same positions on every rank), or write out "
             f"of place and bind the result to a new name, e.g. x2 = torch.where(mask, y, x).",
         )
-    if value is None:
-        return
+
+
+def _fits(target: AxisType, value: AxisType | Scalar) -> bool:
+    """Whether x keeps its type with the written values in place."""
     if isinstance(value, Scalar):
-        if target.kind is not Kind.P or target.reduce != "sum":
-            return
-        why = "every rank's part would hold the number, so the pending sum would count it once per rank"
-        fix = f"all_reduce(x, {axis}, src={target}, dst=R) before the write, and write into its R result"
-        raise SpmdTypeError(Code.INPLACE, axis, _write_message(target, "a python scalar", axis, why, fix))
+        return target.kind is not Kind.P or target.reduce != "sum"
     if value.local == target.local:
-        return
-    if value.kind is Kind.R and (target.local.kind is Kind.V or (target.kind is Kind.P and target.reduce != "sum")):
-        return
-    y = value.on(axis)
+        return True
+    return value.kind is Kind.R and (target.local.kind is Kind.V or (target.kind is Kind.P and target.reduce != "sum"))
+
+
+def _why_the_value_does_not_fit(target: AxisType, value: AxisType, axis: str) -> tuple[str, str]:
+    """Why writing ``value`` into ``target`` changes the target's type, and the fix."""
     if value.kind is Kind.P and target.kind is not Kind.P:
         why = f"the written elements would be parts of a pending {value.reduce} among {target.kind.title} values"
-        fix = f"all_reduce(y, {axis}, src={value}, dst={'I' if target.kind is Kind.I else 'R'}) first"
-    elif value.local.kind is Kind.V and target.kind in (Kind.R, Kind.I):
-        why = "its ranks would then hold different values"
+        return why, f"all_reduce(y, {axis}, src={value}, dst={'I' if target.kind is Kind.I else 'R'}) first"
+    if value.local.kind is Kind.V and target.kind in (Kind.R, Kind.I):
         fix = (
             f"write a value that is {target} on {axis}, or write out of place and bind the V result to a new "
             f"name, e.g. x2 = torch.where(mask, y, x)"
         )
-    elif target.kind is Kind.P and target.reduce == "sum" and value.kind is not Kind.P:
+        return "its ranks would then hold different values", fix
+    if target.kind is Kind.P and target.reduce == "sum" and value.kind is not Kind.P:
         why = "every rank's part would hold the written values, so the pending sum would add up all of them"
         first = {
             Kind.R: f"convert(y, {axis}, src=R, dst=P) (the value on one rank, zeros on the others)",
             Kind.V: f"reinterpret(y, {axis}, src=V, dst=P) if the ranks' values are the parts of the sum",
         }.get(value.kind)
         reduce_first = f"all_reduce(x, {axis}, src=P, dst=R) before the write, and write into its R result"
-        fix = f"{first}, or {reduce_first}" if first else reduce_first
-    else:
-        why = f"x would then mix {x} and {y} elements"
-        # R fits into V: a cast to R keeps the values, one to V would slice them.
-        goal = Replicate if target.local.kind is Kind.V else target
-        fix = f"{instead(value, goal, axis).replace('(x, ', '(y, ')} first"
-    raise SpmdTypeError(Code.INPLACE, axis, _write_message(target, f"y of type {y}", axis, why, fix))
+        return why, f"{first}, or {reduce_first}" if first else reduce_first
+    # R fits into V: a cast to R keeps the values, one to V would slice them.
+    goal = Replicate if target.local.kind is Kind.V else target
+    why = f"x would then mix {target.on(axis)} and {value.on(axis)} elements"
+    return why, f"{instead(value, goal, axis).replace('(x, ', '(y, ')} first"
 
 
 def _write_message(target: AxisType, what: str, axis: str, why: str, fix: str) -> str:

@@ -1,7 +1,7 @@
 """Train a typed tensor-parallel MLP on 4 local gloo ranks (2 dp x 2 tp).
 
 Column-parallel then row-parallel linear (Megatron style), with data
-parallelism on ``dp``, in both forms of seed 000's type cycle:
+parallelism on ``dp``, in both forms of the type cycle (docs/spec.md#loss-rule):
 
 * ``--sp`` off: activations are ``I@tp``; entry ``convert(I,R)``, exit
   ``all_reduce(P,I)`` (Megatron's copy_to / reduce_from).

@@ -50,7 +50,7 @@ from spmd_stubs.axes import dp, tp
 '''
 
 # One group of functions: column- and row-parallel linears and a block with
-# a residual, in the SP-off type cycle of seed 000. About 35 lines.
+# a residual, in the SP-off type cycle (docs/spec.md#loss-rule). About 35 lines.
 BLOCK = '''
 
 def enter_dp_{k}(p: Tensor[I@dp]) -> Tensor[R@dp]:

@@ -6,7 +6,7 @@ and every other axis passed through.  Validity is the algebra's:
 :func:`~spmd_stubs.core.transition` for the src/dst pair (and
 ``expert_mode``), :func:`~spmd_stubs.core.check_source` for the input's
 actual type against ``src``.  The Megatron helpers are fixed calls of the
-same operations (DESIGN section 2's table), so they get the same messages.
+same operations (:mod:`spmd_stubs.core.megatron_table`), so they get the same messages.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ local form (``S(i)`` counted as ``V``).  This makes mypy itself
 
 * print it as ``Tensor[V@dp, S(0)@tp]`` (reveal_type, arg-type, ...);
 * treat two different local types as incompatible, ``S(i)`` and ``V`` as the
-  same type (seed 000: in local SPMD ``S(i)`` *is* V), ``Tensor[Any]`` as
+  same type (in local SPMD ``S(i)`` *is* V: docs/spec.md#types), ``Tensor[Any]`` as
   compatible with all;
 * store it in the incremental cache and the daemon like any type.
 """

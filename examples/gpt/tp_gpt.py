@@ -18,7 +18,7 @@ gradients come out as ``P@dp`` and :func:`sync_data_parallel_grads` reduces
 them, as DDP does.
 
 Sequence parallelism is a flag (``Config.sequence_parallel``) that picks
-between the two cycles of seed 000's "Loss gradient types":
+between the two type cycles of docs/spec.md#loss-rule:
 
 * SP off: activations between blocks are ``I@tp``; a sub-layer is entered
   with ``convert(I, R)`` (backward: all-reduce) and left with

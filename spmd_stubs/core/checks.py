@@ -119,7 +119,7 @@ _LOSS_FIX = {
 
 
 def check_loss(loss: AxisType, axis: str, call: str = "backward()") -> None:
-    """Seed 000's loss rule: a backward with the implicit gradient 1.0 needs I or P on every axis.
+    """The loss rule (docs/spec.md#loss-rule): a backward with the implicit gradient 1.0 needs I or P on every axis.
 
     The seed 1.0 on each rank is the dual gradient of an I loss (I) and of a P
     loss (R); for an R or V loss it is the wrong gradient.

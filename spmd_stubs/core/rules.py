@@ -277,7 +277,7 @@ def _effect_at(effect: Effect, position: int) -> Monotone | None:
 def _extremum(
     operands: Sequence[tuple[int, AxisType | Scalar]], effect: Effect, op: str, axis: str
 ) -> AxisType:
-    """An op with a pending max/min operand (seed 001: only ops that distribute over it)."""
+    """An op with a pending max/min operand (only ops that distribute over it: docs/spec.md#pending-reductions)."""
     values = [value for _, value in operands]
     partial = _partials(values)
     pending = _one_reduction(partial, values, op, axis)

@@ -4,7 +4,7 @@ Cases come from ``core.transitions()`` (every valid cell), widened with
 shard variants, the implicit ``src=V`` of all_reduce/reduce_scatter,
 ``op="avg"`` and uneven ``split_sizes``.  A check runs one case on one axis:
 
-* forward: every rank's value equals the list spec (seed 000's ``*_spec``:
+* forward: every rank's value equals the list spec (docs/spec.md#types:
   V stacks/unbinds dim 0, S(i) concatenates/splits dim i);
 * gradient type: a gradient whose type is R or I is the same on every rank;
 * adjoint: ``<A*(g), x> == <g, A(x)>`` with the type-aware pairing

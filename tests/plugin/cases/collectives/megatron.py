@@ -1,4 +1,4 @@
-"""Every Megatron mapping helper types like its typed equivalent (DESIGN section 2's table)."""
+"""Every Megatron mapping helper types like its typed equivalent (spmd_stubs/core/megatron_table.py)."""
 import torch
 
 from spmd_stubs import I, P, R, S, Tensor, V

@@ -1,4 +1,4 @@
-"""Matmul, @, mm, bmm, F.linear and einsum: the seed's einsum rule per global axis."""
+"""Matmul, @, mm, bmm, F.linear and einsum: the einsum rule (docs/spec.md#global-spmd) per global axis."""
 import torch
 import torch.nn.functional as F
 

@@ -1,4 +1,4 @@
-"""Seed 000's worked example: the row-parallel linear, local SPMD vs global SPMD."""
+"""The spec's worked example (docs/spec.md#global-spmd): the row-parallel linear, local SPMD vs global SPMD."""
 import torch.nn.functional as F
 
 import spmd_stubs as spmd

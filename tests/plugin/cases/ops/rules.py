@@ -1,4 +1,4 @@
-"""Each local propagation rule, passing and failing (seed 000's tables)."""
+"""Each local propagation rule, passing and failing (docs/spec.md#local-rules)."""
 import torch
 
 from spmd_stubs import I, P, R, S, Tensor, V

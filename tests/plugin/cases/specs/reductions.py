@@ -1,4 +1,4 @@
-"""Partials pending avg, max or min (seed 001): which ops keep them."""
+"""Partials pending avg, max or min (docs/spec.md#pending-reductions): which ops keep them."""
 import torch
 
 import spmd_stubs as spmd

@@ -11,6 +11,8 @@ why eager code takes the c10d path; both give the same values.
 
 from __future__ import annotations
 
+from typing import Callable, cast
+
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
@@ -20,6 +22,9 @@ __all__ = ["REDUCE_OPS", "all_reduce_on", "all_gather_on", "reduce_scatter_on", 
 
 REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 """The reductions the kernels run (a pending avg is a sum divided by the group size)."""
+
+_wait = cast(Callable[[torch.Tensor], torch.Tensor], funcol.wait_tensor)
+"""``funcol.wait_tensor``, which torch leaves unannotated."""
 
 
 def _eager(x: torch.Tensor) -> bool:
@@ -33,7 +38,7 @@ def _eager(x: torch.Tensor) -> bool:
 def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") -> torch.Tensor:
     """The elementwise ``op`` (a key of :data:`REDUCE_OPS`) over the group, on every rank."""
     if not _eager(x):
-        return funcol.wait_tensor(funcol.all_reduce(x.contiguous(), op, group))
+        return _wait(funcol.all_reduce(x.contiguous(), op, group))
     out = x.clone(memory_format=torch.contiguous_format)
     dist.all_reduce(out, op=REDUCE_OPS[op], group=group)
     return out
@@ -42,7 +47,7 @@ def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") ->
 def all_gather_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int) -> torch.Tensor:
     """Every rank's ``x`` concatenated on ``dim``, in group rank order."""
     if not _eager(x):
-        return funcol.wait_tensor(funcol.all_gather_single(x.contiguous(), dim, group))
+        return _wait(funcol.all_gather_single(x.contiguous(), dim, group))
     x = x.contiguous()
     out = x.new_empty((size * x.size(0), *x.shape[1:]))
     dist.all_gather_single(out, x, group=group)
@@ -54,7 +59,7 @@ def reduce_scatter_on(
 ) -> torch.Tensor:
     """Chunk ``k`` (on ``dim``) of the elementwise ``op`` over the group, on rank ``k``."""
     if not _eager(x):
-        return funcol.wait_tensor(funcol.reduce_scatter_single(x.contiguous(), op, dim, group))
+        return _wait(funcol.reduce_scatter_single(x.contiguous(), op, dim, group))
     rows = x.contiguous() if dim == 0 else torch.cat(x.chunk(size, dim))
     out = rows.new_empty((rows.size(0) // size, *rows.shape[1:]))
     dist.reduce_scatter_single(out, rows, op=REDUCE_OPS[op], group=group)
@@ -64,7 +69,7 @@ def reduce_scatter_on(
 def all_to_all_rows(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
     """Chunk ``j`` of dim 0 goes to rank ``j``; chunk ``j`` of the result came from rank ``j``."""
     if not _eager(x):
-        return funcol.wait_tensor(funcol.all_to_all_single(x.contiguous(), None, None, group))
+        return _wait(funcol.all_to_all_single(x.contiguous(), None, None, group))
     x = x.contiguous()
     out = torch.empty_like(x)
     dist.all_to_all_single(out, x, group=group)

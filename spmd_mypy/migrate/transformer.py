@@ -114,7 +114,7 @@ class MigrateCommand(VisitorBasedCodemodCommand):
             self._statement_calls.add(node.value)
 
     def _names(self, node: cst.CSTNode) -> set[QualifiedName]:
-        names = self.get_metadata(QualifiedNameProvider, node, set())  # type: ignore[arg-type]
+        names = self.get_metadata(QualifiedNameProvider, node, set())
         return cast("set[QualifiedName]", names)
 
     def _qualified(self, func: cst.BaseExpression) -> list[tuple[str, bool]]:

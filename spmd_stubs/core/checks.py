@@ -123,6 +123,14 @@ def check_loss(loss: AxisType, axis: str, call: str = "backward()") -> None:
 
     The seed 1.0 on each rank is the dual gradient of an I loss (I) and of a P
     loss (R); for an R or V loss it is the wrong gradient.
+
+    >>> from spmd_stubs.core import Invariant, Replicate, Partial
+    >>> check_loss(Invariant, "dp")
+    >>> check_loss(Partial, "dp")
+    >>> check_loss(Replicate, "cp")
+    Traceback (most recent call last):
+    ...
+    spmd_stubs.core.errors.SpmdTypeError: backward() seeds the gradient 1.0 on every rank, ... the loss is R@cp ...
     """
     if loss.kind is Kind.I or loss == Partial:
         return

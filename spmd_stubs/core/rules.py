@@ -224,8 +224,12 @@ def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisTy
     if isinstance(selector, AxisType) and selector.kind is Kind.V:
         return _multilinear([selector, data], op, axis)
     # A replicated selector is neutral: it gets no gradient, so R and I
-    # selectors both keep the data's type (a scalar takes the selector's).
-    return selector.local if isinstance(data, Scalar) else data.local
+    # selectors both keep the data's type (scalar data takes the selector's;
+    # evaluate never passes two scalars).
+    if isinstance(data, Scalar):
+        assert isinstance(selector, AxisType)
+        return selector.local
+    return data.local
 
 
 _RULES = {
@@ -330,6 +334,23 @@ def evaluate(
     ``effect`` is the op's :class:`Monotone` behaviour, needed only when a
     pending max/min meets the top-level expression.
     Raises :class:`SpmdTypeError` naming ``op`` and ``axis``.
+
+    >>> add = Apply(Linearity.ADDITIVE, Arg(0), Arg(1))
+    >>> print(evaluate(add, [Partial, Partial], "add", "tp"))
+    P
+    >>> print(evaluate(add, [Replicate, Varying], "add", "tp"))
+    V
+    >>> evaluate(add, [Partial, Replicate], "add", "tp")
+    Traceback (most recent call last):
+    ...
+    spmd_stubs.core.errors.SpmdTypeError: add adds a Partial to a non-Partial operand on axis tp (P@tp + R@tp); ...
+    >>> mul = Apply(Linearity.MULTILINEAR, Arg(0), Arg(1))
+    >>> print(evaluate(mul, [Partial, SCALAR], "mul", "tp"))
+    P
+    >>> print(evaluate(mul, [Partial, None], "mul", "tp"))
+    P
+    >>> print(evaluate(mul, [None, SCALAR], "mul", "tp"))
+    None
     """
     if isinstance(expr, Arg):
         operand = operands[expr.index] if expr.index < len(operands) else None

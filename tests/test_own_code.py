@@ -1,4 +1,4 @@
-"""The checker's own code is checked: mypy --strict, ruff, and its docstring examples.
+"""The checker's own code is checked: mypy --strict, ruff, its docstring examples, its sizes.
 
 mypy runs with the plugin on (the recommended config), since the runtime's
 own signatures are written in SPMD types.
@@ -6,6 +6,7 @@ own signatures are written in SPMD types.
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
 import pkgutil
@@ -29,6 +30,30 @@ def _modules() -> list[str]:
         for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
             names.append(info.name)
     return sorted(names)
+
+
+MAX_FILE_LINES = 520
+MAX_FUNCTION_LINES = 65
+"""Files small enough to read at once, functions small enough to hold in one's head."""
+
+
+def _sources() -> list[Path]:
+    return sorted(path for package in PACKAGES for path in Path(package.__path__[0]).rglob("*.py"))
+
+
+def test_no_file_is_too_long_to_read_at_once() -> None:
+    long = {str(p.relative_to(ROOT)): n for p in _sources() if (n := len(p.read_text().splitlines())) > MAX_FILE_LINES}
+    assert long == {}
+
+
+def test_no_function_is_too_long() -> None:
+    long = {}
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
+                if (lines := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES:
+                    long[f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"] = lines
+    assert long == {}
 
 
 def test_mypy_strict_finds_nothing(tmp_path: Path) -> None:

@@ -1,18 +1,20 @@
-"""The forward kernel of every cell of the algebra's transition table.
+"""The forward kernels the rows of the algebra's transition table name.
 
-A kernel maps the local tensor of one rank to its result, given the group
-(:class:`Comm`) and the src/dst types.  The varying side of an operation is
-laid out by its type: ``V`` stacks/unbinds on a new leading dim, ``S(i)``
-concatenates/splits on dim ``i`` (negative dims count from the end, uneven
-parts where ``split_sizes`` says so).  Backwards are not written here: they are
-the kernels of the operations :func:`spmd_stubs.core.backward_of` names,
-and for a pending max/min that :func:`partial_share` then splits among the
-ranks.
+Each row of :data:`spmd_stubs.core.TRANSITIONS` names its forward kernel, and
+:data:`KERNELS` maps the names to the functions.  A kernel maps the local
+tensor of one rank to its result, given the group (:class:`Comm`) and the
+src/dst types.  The varying side of an operation is laid out by its type:
+``V`` stacks/unbinds on a new leading dim, ``S(i)`` concatenates/splits on
+dim ``i`` (negative dims count from the end, uneven parts where
+``split_sizes`` says so).  Backwards are not written here: they are the
+kernels of the operations :func:`spmd_stubs.core.backward_of` names, and for
+a pending max/min that :func:`partial_share` then splits among the ranks.
 
 A pending reduction other than the sum (``Pavg``, ``Pmax``, ``Pmin``) reaches
-the same cells: ``all_reduce``/``reduce_scatter`` reduce with max/min (a pending
+the same rows: ``all_reduce``/``reduce_scatter`` reduce with max/min (a pending
 avg is the sum, divided by the group size by the caller), and ``convert(R, Pop)``
-keeps the value on every rank, which is exact for avg/max/min (seed 001).
+keeps the value on every rank, which is exact for avg/max/min
+(docs/spec.md#pending-reductions).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import torch.distributed as dist
 from spmd_stubs import core
 from spmd_stubs._comm import all_gather_on, all_reduce_on, all_to_all_rows, reduce_scatter_on
 from spmd_stubs._ranks import per_rank
-from spmd_stubs.core import AxisType, Kind
+from spmd_stubs.core import AxisType
 
 __all__ = ["Comm", "KERNELS", "Kernel", "partial_share"]
 
@@ -95,7 +97,7 @@ def _split(whole: torch.Tensor, comm: Comm, layout: AxisType) -> list[torch.Tens
         _leading(whole, comm)
         return list(whole.unbind(0))
     dim = _shard_dim(layout, whole, comm)
-    return list(whole.split(_part_sizes(comm, whole.size(dim), dim), dim))
+    return list(torch.split(whole, _part_sizes(comm, whole.size(dim), dim), dim))
 
 
 def _check_whole(whole: torch.Tensor, comm: Comm, layout: AxisType) -> None:
@@ -287,27 +289,14 @@ def partial_share(x: torch.Tensor, reduced: torch.Tensor, comm: Comm, reduce: st
         return attains / ties.clamp_min(1)
 
 
-_R, _I, _V, _P = Kind.R, Kind.I, Kind.V, Kind.P
-
-KERNELS: dict[tuple[str, Kind, Kind], Kernel] = {
-    ("reinterpret", _R, _I): _identity,
-    ("reinterpret", _R, _V): _identity,
-    ("reinterpret", _R, _P): _identity,
-    ("reinterpret", _I, _R): _identity,
-    ("reinterpret", _I, _V): _identity,
-    ("reinterpret", _V, _P): _identity,
-    ("convert", _R, _V): _keep_slice,
-    ("convert", _I, _V): _keep_slice,
-    ("convert", _R, _P): _keep_first,
-    ("convert", _I, _P): _keep_first,
-    ("convert", _I, _R): _identity,
-    ("convert", _R, _I): _identity,
-    ("convert", _V, _P): _zero_pad,
-    ("all_reduce", _P, _R): _all_reduce,
-    ("all_reduce", _P, _I): _all_reduce,
-    ("all_gather", _V, _R): _all_gather,
-    ("all_gather", _V, _I): _all_gather,
-    ("reduce_scatter", _P, _V): _reduce_scatter,
-    ("all_to_all", _V, _V): _all_to_all,
+KERNELS: dict[str, Kernel] = {
+    "identity": _identity,
+    "keep_slice": _keep_slice,
+    "keep_first": _keep_first,
+    "zero_pad": _zero_pad,
+    "all_reduce": _all_reduce,
+    "all_gather": _all_gather,
+    "reduce_scatter": _reduce_scatter,
+    "all_to_all": _all_to_all,
 }
-"""(op, src kind, dst kind) -> forward kernel; the keys are algebra's transitions."""
+"""Kernel name -> forward kernel; :data:`spmd_stubs.core.TRANSITIONS` names one per row."""

@@ -1,14 +1,13 @@
-"""The type algebra against every cell of seed 000's tables.
+"""The type algebra against every cell of docs/spec.md's tables.
 
-The expected tables below are transcribed from the seed (and DESIGN section 2
-where it adds to the seed), independently of the algebra's own tables.
+The expected tables below are transcribed from docs/spec.md#transitions and
+docs/spec.md#forward-and-backward (with the rows docs/spec.md#deviations
+adds), independently of the algebra's own table.
 """
 
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 
 import pytest
 
@@ -40,10 +39,10 @@ from spmd_stubs.core import (
 T = {"R": Replicate, "I": Invariant, "V": Varying, "P": Partial}
 ALL_TYPES = [Replicate, Invariant, Varying, Partial, Shard(0), Shard(-1)]
 
-# Seed 000 "Comms by state transition", plus DESIGN section 2's convert(I,R)
+# docs/spec.md#transitions, with docs/spec.md#deviations' convert(I,R)
 # (Megatron's copy_to_tensor_model_parallel_region) and its gated mirror
-# convert(R,I).  "*" marks the expert_mode gate of seed 000 "Expert mode".
-SEED_TRANSITIONS = """
+# convert(R,I).  "*" marks the expert_mode gate (docs/spec.md#expert-mode).
+SPEC_TRANSITIONS = """
 reinterpret R I *
 reinterpret R V *
 reinterpret R P *
@@ -65,9 +64,9 @@ all_reduce  P I
 reduce_scatter P V
 """
 
-# Seed 000 "Comms by forwards-backwards" (both directions as printed), with
+# docs/spec.md#forward-and-backward (both directions), with
 # convert(I,R) behaving as reinterpret(I,R) and convert(R,I) as reinterpret(R,I).
-SEED_BACKWARDS = """
+SPEC_BACKWARDS = """
 reinterpret R I   convert I P
 reinterpret R V   reinterpret V P
 convert R V       convert V P
@@ -92,7 +91,7 @@ reinterpret I V   all_reduce V I
 
 def _parse_transitions() -> dict[tuple[str, str, str], bool]:
     table = {}
-    for line in SEED_TRANSITIONS.strip().splitlines():
+    for line in SPEC_TRANSITIONS.strip().splitlines():
         op, src, dst, *gate = line.split()
         table[(op, src, dst)] = bool(gate)
     return table
@@ -100,7 +99,7 @@ def _parse_transitions() -> dict[tuple[str, str, str], bool]:
 
 def _parse_backwards() -> dict[tuple[str, str, str], tuple[str, str, str]]:
     table = {}
-    for line in SEED_BACKWARDS.strip().splitlines():
+    for line in SPEC_BACKWARDS.strip().splitlines():
         fop, fsrc, fdst, bop, bsrc, bdst = line.split()
         table[(fop, fsrc, fdst)] = (bop, bsrc, bdst)
     return table
@@ -119,7 +118,7 @@ def test_transition_cell(op: str, src: str, dst: str) -> None:
     expected = EXPECTED_TRANSITIONS.get((op, src, dst))
     implicit_partial = op in ("all_reduce", "reduce_scatter") and src == "V"
     if implicit_partial:
-        # src=V means reinterpret(V,P) first (seed 000 on all_reduce).
+        # src=V means reinterpret(V,P) first (docs/spec.md#deviations).
         expected = EXPECTED_TRANSITIONS.get((op, "P", dst))
     if src == dst and op in ("reinterpret", "convert"):
         assert transition(op, T[src], T[dst], "tp") == T[dst]
@@ -156,7 +155,7 @@ def test_backward_cell(fwd: tuple[str, str, str]) -> None:
 
 @pytest.mark.parametrize("fwd", sorted(EXPECTED_BACKWARDS), ids=" ".join)
 def test_backward_types_are_the_duals(fwd: tuple[str, str, str]) -> None:
-    """A backward maps dual(dst) to dual(src): the gradient types of seed 000."""
+    """A backward maps dual(dst) to dual(src): the gradient types of docs/spec.md#forward-and-backward."""
     op, src, dst = fwd
     step = backward_of(op, T[src], T[dst])
     assert (step.src, step.dst) == (dual(T[dst]), dual(T[src]))
@@ -172,11 +171,47 @@ def test_backward_of_backward_is_forward() -> None:
             assert (again.op, str(again.src), str(again.dst)) == (op, src, dst)
 
 
-def test_every_valid_transition_has_a_backward() -> None:
-    for op, src, dst, _ in core.transitions():
-        step = backward_of(op, AxisType(src), AxisType(dst))
-        bsrc = Partial if step.op in core.IMPLICIT_PARTIAL and step.src.kind.value == "V" else step.src
-        transition(step.op, bsrc, step.dst, "tp", expert_mode=True)
+def test_every_rows_backward_is_a_row() -> None:
+    """A row's backward, from dual(dst) to dual(src), is a row of the table.
+
+    The one exception is documented (docs/spec.md#forward-and-backward):
+    reinterpret(I,V)'s backward all_reduce(V,I) is the implicit form of the
+    all_reduce(P,I) row.
+    """
+    rows = {row.key for row in core.TRANSITIONS}
+    implicit = []
+    for row in core.TRANSITIONS:
+        back = (row.backward, dual(AxisType(row.dst)).kind, dual(AxisType(row.src)).kind)
+        if back not in rows:
+            implicit.append(row.key)
+            assert back[0] in core.IMPLICIT_PARTIAL and back[1] is core.Kind.V
+            assert (back[0], core.Kind.P, back[2]) in rows
+    assert implicit == [("reinterpret", core.Kind.I, core.Kind.V)]
+
+
+def test_every_valid_transition_has_a_valid_backward() -> None:
+    for row in core.TRANSITIONS:
+        step = backward_of(row.op, AxisType(row.src), AxisType(row.dst))
+        transition(step.op, step.src, step.dst, "tp", expert_mode=True)
+
+
+def test_the_table_has_one_row_per_key() -> None:
+    assert len({row.key for row in core.TRANSITIONS}) == len(core.TRANSITIONS)
+
+
+def test_no_two_value_keeping_rows_share_a_pair() -> None:
+    """redistribute's route for a pair is the one row that keeps the value (every op but reinterpret)."""
+    pairs = [(row.src, row.dst) for row in core.TRANSITIONS if row.op != "reinterpret"]
+    assert len(set(pairs)) == len(pairs)
+
+
+def test_rows_for_any_reduction_are_never_gated() -> None:
+    """docs/spec.md#pending-reductions: the pairs of a pending avg/max/min exist, none gated."""
+    rows = [row for row in core.TRANSITIONS if row.any_reduce]
+    assert {(row.op, row.src.value, row.dst.value) for row in rows} == {
+        (op, src, "V" if dst == "S(0)" else dst) for op, src, dst in NON_SUM_VALID
+    }
+    assert not any(row.gated for row in rows)
 
 
 def test_shards_keep_their_dim_through_duality() -> None:
@@ -187,7 +222,7 @@ def test_shards_keep_their_dim_through_duality() -> None:
 
 
 def test_dual_table() -> None:
-    """Seed 000: R <-> P, I <-> I, V <-> V, and dual is an involution."""
+    """docs/spec.md#forward-and-backward: R <-> P, I <-> I, V <-> V, and dual is an involution."""
     assert [str(dual(T[k])) for k in "RIVP"] == ["P", "I", "V", "R"]
     for t in ALL_TYPES:
         assert dual(dual(t)) == t
@@ -208,8 +243,8 @@ def test_shard_transitions() -> None:
         transition("reinterpret", Invariant, Shard(0), "tp")
 
 
-# Seed 000 "Comms by API": redistribute's routing, plus the no-comm ones.
-SEED_ROUTES = {
+# docs/spec.md#transitions, "redistribute": the routing, plus the no-comm ones.
+SPEC_ROUTES = {
     ("S0", "R"): "all_gather",
     ("S0", "I"): "all_gather",
     ("P", "R"): "all_reduce",
@@ -226,12 +261,12 @@ SEED_ROUTES = {
 }
 
 
-@pytest.mark.parametrize("pair", sorted(SEED_ROUTES), ids="->".join)
+@pytest.mark.parametrize("pair", sorted(SPEC_ROUTES), ids="->".join)
 def test_route(pair: tuple[str, str]) -> None:
     parse = {"S0": Shard(0), "S1": Shard(1), **T}
     src, dst = parse[pair[0]], parse[pair[1]]
     step = route(src, dst)
-    assert step is not None and step.op == SEED_ROUTES[pair]
+    assert step is not None and step.op == SPEC_ROUTES[pair]
     transition(step.op, src, dst, "tp", expert_mode=True)  # the route is a valid call
     assert transition("redistribute", src, dst, "tp") == dst
 
@@ -243,7 +278,7 @@ def test_route_noop() -> None:
 
 
 def test_reinterpret_invariant_partial_is_invalid_with_fix() -> None:
-    """DESIGN's deliberate divergence: reinterpret(I,P) is not a reinterpret."""
+    """docs/spec.md#deviations: reinterpret(I,P) is not a reinterpret."""
     with pytest.raises(SpmdTypeError) as err:
         transition("reinterpret", Invariant, Partial, "tp", expert_mode=True)
     assert err.value.code is Code.INVALID_TRANSITION
@@ -251,7 +286,7 @@ def test_reinterpret_invariant_partial_is_invalid_with_fix() -> None:
 
 
 # ---------------------------------------------------------------------------
-# Op typing rules (seed 000 "Local SPMD", DESIGN section 2), per linearity.
+# Op typing rules (docs/spec.md#local-rules), per linearity.
 # ---------------------------------------------------------------------------
 
 S = SCALAR
@@ -445,7 +480,7 @@ def test_only_distinct_shards_group(bad: str) -> None:
 
 
 # --------------------------------------------------------------------------
-# Partials pending avg, max, min (seed 001)
+# Partials pending avg, max, min (docs/spec.md#pending-reductions)
 # --------------------------------------------------------------------------
 
 PAVG, PMAX, PMIN = (core.PartialOf(r) for r in ("avg", "max", "min"))

@@ -67,7 +67,7 @@ def group(rank: Coord, axes: Sequence[str]) -> list[Coord]:
 
 
 def run_step(world: World, step: PlannedStep) -> World:
-    """One step on every rank, by its list specification (seed 000's ``*_spec``)."""
+    """One step on every rank, by its list specification (docs/spec.md#global-spmd)."""
     out: World = {}
     for rank in world:
         members = group(rank, step.axes)
@@ -313,7 +313,7 @@ def test_the_naive_route_is_one_axis_at_a_time() -> None:
 
 
 def test_only_the_minor_axis_leaves_a_dim() -> None:
-    """Reordering the axes of one dim takes both off it and puts them back (seed 000's example)."""
+    """Reordering the axes of one dim takes both off it and puts them back (docs/spec.md#global-spmd)."""
     assert naive_text("S(0)@(dp,tp)", "S(0)@(tp,dp)") == [
         "all_gather(tp, src=S(0), dst=R)",
         "all_gather(dp, src=S(0), dst=R)",

@@ -16,6 +16,7 @@ module                   what
 :mod:`.checks`           in-place writes, backward seeds, type asserts
 :mod:`.torch_ops`        one record per torch op
 :mod:`.sharding`         shard propagation for global SPMD
+:mod:`.partition_specs`  partition specs and the moves between them
 :mod:`.planner`          redistribute between partition specs
 :mod:`.megatron_table`   Megatron's mapping helpers as typed operations
 =======================  ===================================================
@@ -46,11 +47,14 @@ from spmd_stubs.core.comms import (
     CASTS,
     COLLECTIVES,
     IMPLICIT_PARTIAL,
+    TRANSITIONS,
     Step,
+    Transition,
     backward_of,
     check_source,
     dual,
     route,
+    row_of,
     transition,
     transitions,
 )
@@ -86,6 +90,9 @@ __all__ = [
     "Step",
     "transition",
     "transitions",
+    "Transition",
+    "TRANSITIONS",
+    "row_of",
     "backward_of",
     "route",
     "check_source",

@@ -1,17 +1,19 @@
 """Collectives and casts: which src/dst pairs exist, and their backward.
 
-:func:`transition` says whether ``convert(I, P)`` (or any collective or cast
-with a src/dst pair) exists, whether it needs ``expert_mode``, and what to
-call instead when it does not (docs/spec.md#transitions).  :func:`dual` and
-:func:`backward_of` give the gradient type and the backward operation of
-every forward operation (docs/spec.md#forward-and-backward).
+:data:`TRANSITIONS` is the table: one :class:`Transition` row per valid
+(op, src kind, dst kind).  :func:`transition` says whether ``convert(I, P)``
+(or any collective or cast with a src/dst pair) exists, whether it needs
+``expert_mode``, and what to call instead when it does not
+(docs/spec.md#transitions).  :func:`dual` and :func:`backward_of` give the
+gradient type and the backward operation of every forward operation
+(docs/spec.md#forward-and-backward).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spmd_stubs.core.axis_types import AxisType, Kind, Partial, Varying
+from spmd_stubs.core.axis_types import AxisType, Kind, Varying
 from spmd_stubs.core.errors import Code, SpmdTypeError
 
 
@@ -57,76 +59,103 @@ class Step:
         return f"{self.op}({self.src},{self.dst})"
 
 
+@dataclass(frozen=True)
+class Transition:
+    """One valid ``op(src, dst)`` by kinds: a row of docs/spec.md#transitions.
+
+    ``backward`` is the operation autograd runs for the gradient, from
+    ``dual(dst)`` to ``dual(src)`` (docs/spec.md#forward-and-backward).
+    ``kernel`` names the forward kernel in :mod:`spmd_stubs._kernels` (a name:
+    the core does not import torch).  ``reason`` says what a gated row does
+    (``{axis}`` is the axis); a row with a reason needs ``expert_mode=True``
+    (docs/spec.md#expert-mode).  ``any_reduce``: the row also exists where its
+    P pends an avg, max or min, not only a sum (docs/spec.md#pending-reductions).
+    """
+
+    op: str
+    src: Kind
+    dst: Kind
+    backward: str
+    kernel: str
+    any_reduce: bool = False
+    reason: str = ""
+
+    @property
+    def gated(self) -> bool:
+        """Whether the row needs ``expert_mode=True``."""
+        return bool(self.reason)
+
+    @property
+    def key(self) -> tuple[str, Kind, Kind]:
+        """(op, src kind, dst kind): what the table is looked up by."""
+        return (self.op, self.src, self.dst)
+
+
 R, I, V, P = Kind.R, Kind.I, Kind.V, Kind.P  # noqa: E741
 
-# (op, src kind, dst kind) -> needs expert_mode.  The table of seed 000 "Comms by
-# state transition" plus DESIGN section 2's additions: convert(I,R) (identity
-# forward, all-reduce backward, Megatron's copy_to_tensor_model_parallel_region)
-# and its gated mirror convert(R,I).  reinterpret(I,P) is deliberately absent.
-_TRANSITIONS: dict[tuple[str, Kind, Kind], bool] = {
-    ("reinterpret", R, I): True,
-    ("reinterpret", R, V): True,
-    ("reinterpret", R, P): True,
-    ("reinterpret", I, R): False,
-    ("reinterpret", I, V): False,
-    ("reinterpret", V, P): False,
-    ("convert", R, V): False,
-    ("convert", R, P): False,
-    ("convert", I, R): False,
-    ("convert", R, I): True,
-    ("convert", I, V): False,
-    ("convert", I, P): True,
-    ("convert", V, P): True,
-    ("all_reduce", P, R): False,
-    ("all_reduce", P, I): False,
-    ("all_gather", V, R): False,
-    ("all_gather", V, I): False,
-    ("reduce_scatter", P, V): False,
-    ("all_to_all", V, V): False,
-}
-
-_EXPERT_REASON = {
-    ("reinterpret", R, I): "treats a replicate value as invariant; it is the backward "
-    "of convert(I,P) and has no natural forward use",
-    ("reinterpret", R, V): "declares N copies of a replicated value as varying; to "
-    "shard a replicated value use convert(x, {axis}, src=R, dst=V) or dst=S(i)",
-    ("reinterpret", R, P): "scales the value by the axis size (each rank's copy joins "
-    "the pending sum); to keep the value use convert(x, {axis}, src=R, dst=P)",
-    ("convert", R, I): "drops the gradient reduction of a replicate value; it is "
-    "reinterpret(R,I) and has no natural forward use",
-    ("convert", I, P): "zeros every rank but rank 0; it is the backward of "
-    "reinterpret(R,I)",
-    ("convert", V, P): "zero-pads each rank's part into a partial sum; it is the "
-    "backward of convert(R,V)",
-}
-
-# The semantics-preserving route between two types (redistribute's table, and
-# what an error suggests instead of an invalid pair).
-_ROUTE: dict[tuple[Kind, Kind], str] = {
-    (R, I): "convert",
-    (R, V): "convert",
-    (R, P): "convert",
-    (I, R): "convert",
-    (I, V): "convert",
-    (I, P): "convert",
-    (V, R): "all_gather",
-    (V, I): "all_gather",
-    (V, V): "all_to_all",
-    (V, P): "convert",
-    (P, R): "all_reduce",
-    (P, I): "all_reduce",
-    (P, V): "reduce_scatter",
-}
-
-
-# Where a Partial pends avg, max or min (seed 001), only these pairs exist: a
-# Replicate value is partitioned exactly by keeping it on every rank
-# (convert(R, Pmax) is the identity), per-rank values are declared pending
-# (reinterpret(V, Pmax)), and the collectives resolve it.  Creating one from I
-# or V by zeroing ranks (the sum's gated converts) would be wrong.
-_NON_SUM_PARTIAL = frozenset(
-    {("all_reduce", P, R), ("all_reduce", P, I), ("reduce_scatter", P, V), ("convert", R, P), ("reinterpret", V, P)}
+# docs/spec.md#transitions and #forward-and-backward, in the docs' order.  Per
+# docs/spec.md#deviations, convert(I,R) (identity forward, all-reduce backward,
+# Megatron's copy_to_tensor_model_parallel_region) and its gated mirror
+# convert(R,I) are rows, and reinterpret(I,P) deliberately is not.
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition(
+        "reinterpret", R, I, "convert", "identity",
+        reason="treats a replicate value as invariant; it is the backward of convert(I,P) and has no natural "
+        "forward use",
+    ),
+    Transition(
+        "reinterpret", R, V, "reinterpret", "identity",
+        reason="declares N copies of a replicated value as varying; to shard a replicated value use "
+        "convert(x, {axis}, src=R, dst=V) or dst=S(i)",
+    ),
+    Transition(
+        "reinterpret", R, P, "reinterpret", "identity",
+        reason="scales the value by the axis size (each rank's copy joins the pending sum); to keep the value "
+        "use convert(x, {axis}, src=R, dst=P)",
+    ),
+    Transition("reinterpret", I, R, "all_reduce", "identity"),
+    Transition("reinterpret", I, V, "all_reduce", "identity"),
+    Transition("reinterpret", V, P, "reinterpret", "identity", any_reduce=True),
+    Transition("convert", R, V, "convert", "keep_slice"),
+    Transition("convert", R, P, "convert", "keep_first", any_reduce=True),
+    Transition("convert", I, R, "all_reduce", "identity"),
+    Transition(
+        "convert", R, I, "convert", "identity",
+        reason="drops the gradient reduction of a replicate value; it is reinterpret(R,I) and has no natural "
+        "forward use",
+    ),
+    Transition("convert", I, V, "all_gather", "keep_slice"),
+    Transition(
+        "convert", I, P, "reinterpret", "keep_first",
+        reason="zeros every rank but rank 0; it is the backward of reinterpret(R,I)",
+    ),
+    Transition(
+        "convert", V, P, "convert", "zero_pad",
+        reason="zero-pads each rank's part into a partial sum; it is the backward of convert(R,V)",
+    ),
+    Transition("all_reduce", P, R, "all_reduce", "all_reduce", any_reduce=True),
+    Transition("all_reduce", P, I, "reinterpret", "all_reduce", any_reduce=True),
+    Transition("all_gather", V, R, "reduce_scatter", "all_gather"),
+    Transition("all_gather", V, I, "convert", "all_gather"),
+    Transition("reduce_scatter", P, V, "all_gather", "reduce_scatter", any_reduce=True),
+    Transition("all_to_all", V, V, "all_to_all", "all_to_all"),
 )
+
+_ROWS: dict[tuple[str, Kind, Kind], Transition] = {row.key: row for row in TRANSITIONS}
+
+# redistribute's routing table, and what an error suggests instead of an
+# invalid pair: the row that keeps the value (every op but reinterpret does,
+# and no two such rows share a src/dst pair; a test checks that).
+_ROUTE: dict[tuple[Kind, Kind], str] = {(row.src, row.dst): row.op for row in TRANSITIONS if row.op != "reinterpret"}
+
+
+def row_of(step: Step) -> Transition:
+    """The row of ``step`` by kinds (``KeyError`` where the table has none).
+
+    The implicit ``reinterpret(V,P)`` is not applied: ``all_reduce(V, R)``
+    has no row, ``all_reduce(P, R)`` has.
+    """
+    return _ROWS[(step.op, step.src.kind, step.dst.kind)]
 
 
 def _non_sum(axis_type: AxisType) -> bool:
@@ -181,6 +210,10 @@ def _allowed_forms(op: str, src: AxisType, dst: AxisType) -> bool:
 
 
 def instead(src: AxisType, dst: AxisType, axis: str) -> str:
+    """The call an invalid pair names instead: the route, or the two steps through R.
+
+    docs/spec.md#transitions, "What an invalid pair names instead".
+    """
     if _non_sum(dst) and src.kind is V:
         return f"reinterpret(x, {axis}, src={src}, dst={dst}) to declare the per-rank values pending"
     two_steps = _two_steps(src, dst, axis)
@@ -196,8 +229,7 @@ def instead(src: AxisType, dst: AxisType, axis: str) -> str:
         )
     if step is None:
         return f"nothing: the input already is {dst.on(axis)}"
-    expert = _TRANSITIONS.get((step.op, src.kind, dst.kind), False)
-    return step.call(axis, expert=expert)
+    return step.call(axis, expert=row_of(step).gated)
 
 
 def transition(
@@ -215,38 +247,45 @@ def transition(
     take, ``spmd-expert-mode`` for a gated pair without ``expert_mode=True``.
     Each names the operation to call instead.
     """
-    code = Code.INVALID_TRANSITION if op in CASTS else Code.COLLECTIVE
     if op == "redistribute":
         route(src, dst, axis)  # raises where no one operation keeps the value
         return dst
     if op in CASTS and src == dst:
         return dst
-    # src=V means reinterpret(V,P) first (seed 000 on all_reduce).
-    table_src = Partial if op in IMPLICIT_PARTIAL and src.kind is V else src
-    gated = _TRANSITIONS.get((op, table_src.kind, dst.kind))
-    if (_non_sum(src) or _non_sum(dst)) and (op, table_src.kind, dst.kind) not in _NON_SUM_PARTIAL:
-        gated = None
-    elif _non_sum(dst):
-        gated = False  # keeping v on every rank partitions it exactly: nothing to gate
-    if gated is None or not _allowed_forms(op, src, dst):
+    row = _row_taken(op, src, dst)
+    if row is None or not _allowed_forms(op, src, dst):
         raise SpmdTypeError(
-            code,
+            Code.INVALID_TRANSITION if op in CASTS else Code.COLLECTIVE,
             axis,
             f"{op}(src={src}, dst={dst}) does not exist on axis {axis}"
             f"{_why_not(op, src, dst)}. Fix: use {instead(src, dst, axis)}.",
         )
-    if gated and not expert_mode:
-        reason = _EXPERT_REASON[(op, src.kind, dst.kind)].format(axis=axis)
+    if row.gated and not expert_mode:
         raise SpmdTypeError(
             Code.EXPERT_MODE,
             axis,
-            f"{op}(src={src}, dst={dst}) on axis {axis} {reason}. If that is what you "
+            f"{op}(src={src}, dst={dst}) on axis {axis} {row.reason.format(axis=axis)}. If that is what you "
             f"mean, pass expert_mode=True: {Step(op, src, dst).call(axis, expert=True)}.",
         )
     return dst
 
 
+def _row_taken(op: str, src: AxisType, dst: AxisType) -> Transition | None:
+    """The row ``op(src, dst)`` runs, or None where the pair does not exist.
+
+    src=V of ``all_reduce``/``reduce_scatter`` means reinterpret(V,P) first
+    (docs/spec.md#deviations).  A pending avg/max/min takes only the rows
+    marked ``any_reduce``, none of them gated (docs/spec.md#pending-reductions).
+    """
+    src_kind = P if op in IMPLICIT_PARTIAL and src.kind is V else src.kind
+    row = _ROWS.get((op, src_kind, dst.kind))
+    if row is not None and (_non_sum(src) or _non_sum(dst)) and not row.any_reduce:
+        return None
+    return row
+
+
 def _why_not(op: str, src: AxisType, dst: AxisType) -> str:
+    """The reason an invalid pair does not exist, where one applies ('' otherwise)."""
     if _non_sum(src) or _non_sum(dst):
         pending = src if _non_sum(src) else dst
         return (
@@ -276,10 +315,10 @@ def check_source(op: str, declared: AxisType, actual: AxisType, axis: str) -> No
     A varying input is also accepted where ``all_reduce``/``reduce_scatter``
     declare ``src=P``: the implicit ``reinterpret(V,P)`` is a valid,
     ungated transition whose forward and backward are the identity, so the
-    call computes exactly what ``src=V`` would (DESIGN section 2).  This is
-    the row-parallel pattern: a local matmul gives V, the reduction reads it
-    as P.  Raises ``spmd-collective`` naming the operation that fits the
-    actual type.
+    call computes exactly what ``src=V`` would (docs/spec.md#deviations).
+    This is the row-parallel pattern: a local matmul gives V, the reduction
+    reads it as P.  Raises ``spmd-collective`` naming the operation that
+    fits the actual type.
     """
     if actual.local == declared.local:
         return
@@ -291,31 +330,6 @@ def check_source(op: str, declared: AxisType, actual: AxisType, axis: str) -> No
         f"{op} is told src={declared}, but the input is {actual.on(axis)} on axis {axis}. "
         f"Fix: pass src={actual}, or first {instead(actual, declared, axis)}.",
     )
-
-
-# Seed 000 "Comms by forwards-backwards", by (op, src kind, dst kind).  The
-# backward op's src/dst are always (dual(dst), dual(src)); a test checks that.
-_BACKWARD: dict[tuple[str, Kind, Kind], str] = {
-    ("reinterpret", R, I): "convert",
-    ("reinterpret", R, V): "reinterpret",
-    ("reinterpret", R, P): "reinterpret",
-    ("reinterpret", I, R): "all_reduce",
-    ("reinterpret", I, V): "all_reduce",
-    ("reinterpret", V, P): "reinterpret",
-    ("convert", R, V): "convert",
-    ("convert", R, P): "convert",
-    ("convert", I, R): "all_reduce",
-    ("convert", R, I): "convert",
-    ("convert", I, V): "all_gather",
-    ("convert", I, P): "reinterpret",
-    ("convert", V, P): "convert",
-    ("all_reduce", P, R): "all_reduce",
-    ("all_reduce", P, I): "reinterpret",
-    ("all_gather", V, R): "reduce_scatter",
-    ("all_gather", V, I): "convert",
-    ("reduce_scatter", P, V): "all_gather",
-    ("all_to_all", V, V): "all_to_all",
-}
 
 
 def backward_of(op: str, src: AxisType, dst: AxisType) -> Step:
@@ -335,6 +349,7 @@ def backward_of(op: str, src: AxisType, dst: AxisType) -> Step:
     runtime runs the backward of the same collective from ``P`` and splits the
     result among the ranks attaining the extremum.
 
+    >>> from spmd_stubs.core import Invariant, PartialOf, Replicate
     >>> str(backward_of("all_gather", Varying, Replicate))
     'reduce_scatter(P,V)'
     >>> str(backward_of("reinterpret", Invariant, Replicate))
@@ -344,11 +359,9 @@ def backward_of(op: str, src: AxisType, dst: AxisType) -> Step:
     """
     if op in CASTS and (src == dst or _non_sum(dst)):
         return Step("reinterpret" if _non_sum(dst) else op, dual(dst), dual(src))
-    return Step(_BACKWARD[(op, src.kind, dst.kind)], dual(dst), dual(src))
+    return Step(row_of(Step(op, src, dst)).backward, dual(dst), dual(src))
 
 
 def transitions() -> list[tuple[str, Kind, Kind, bool]]:
-    """Every valid (op, src kind, dst kind, needs expert_mode), for docs and tests."""
-    return [(op, s, d, gated) for (op, s, d), gated in _TRANSITIONS.items()]
-
-
+    """Every valid (op, src kind, dst kind, needs expert_mode) of :data:`TRANSITIONS`, in its order."""
+    return [(row.op, row.src, row.dst, row.gated) for row in TRANSITIONS]

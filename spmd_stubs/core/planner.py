@@ -1,7 +1,9 @@
-"""Planning ``redistribute`` between two partition specs (seed 000, "Partition spec redistribute").
+"""Planning ``redistribute`` between two partition specs (docs/spec.md#global-spmd).
 
 Pure Python (no torch, no mypy): the runtime executes a plan with the typed
 collectives, the plugin only needs :func:`validate` and the destination type.
+The specs and the moves between them are :mod:`spmd_stubs.core.partition_specs`;
+this module is the cost model, the naive route and the search.
 
 A *partition spec* is a :class:`~spmd_stubs.core.TensorType` in global
 form: every axis is R, I, P (any reduction) or a shard ``S(i)``; several axes
@@ -62,9 +64,24 @@ import heapq
 import itertools
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
-from spmd_stubs.core import COLLECTIVES, AxisType, Code, Kind, Replicate, Shard, SpmdTypeError, TensorType, route, transition
+from spmd_stubs.core.axis_types import AxisType, Replicate, TensorType
+from spmd_stubs.core.comms import COLLECTIVES
+from spmd_stubs.core.partition_specs import (
+    Move,
+    Spec,
+    allowed,
+    apply,
+    edge,
+    error,
+    moves,
+    needs_expert,
+    spec_of,
+    spec_of_entries,
+    specs,
+    validate,
+)
 
 __all__ = [
     "PlannedStep",
@@ -123,7 +140,7 @@ scripts/redistribute_savings.py and the tests."""
 
 
 # --------------------------------------------------------------------------
-# Planned steps
+# Planned steps and their cost
 # --------------------------------------------------------------------------
 
 
@@ -157,7 +174,7 @@ class PlannedStep:
     @property
     def expert(self) -> bool:
         """Whether the call needs ``expert_mode=True`` (redistribute passes it)."""
-        return _needs_expert(self.op, self.src, self.dst)
+        return needs_expert(self.op, self.src, self.dst)
 
     def call(self, tensor: str = "x") -> str:
         """The typed call that runs the step: ``all_gather(x, (dp, tp), src=S(0), dst=R)``."""
@@ -179,325 +196,17 @@ def received(steps: Sequence[PlannedStep], sizes: Optional[Mapping[str, int]] = 
     The ring cost model of :func:`plan`; axes not in ``sizes`` have
     :data:`DEFAULT_AXIS_SIZE` ranks.
     """
-    total = Fraction(0)
-    for step in steps:
-        spec = _spec_of(step.before, "before", None)
-        total += _cost(spec, step.op, step.axes, _size_of(sizes))
-    return total
+    size = _size_of(sizes)
+    return sum((_cost(spec_of(step.before, "before", None), step.op, step.axes, size) for step in steps), Fraction(0))
 
 
-# --------------------------------------------------------------------------
-# Specs: the planner's state
-# --------------------------------------------------------------------------
+def _size_of(sizes: Optional[Mapping[str, int]]) -> Callable[[str], int]:
+    """Each axis's size: ``sizes``' entry, else :data:`DEFAULT_AXIS_SIZE`."""
+    known = dict(sizes or {})
+    return lambda axis: known.get(axis, DEFAULT_AXIS_SIZE)
 
 
-@dataclass(frozen=True)
-class _Spec:
-    """A partition spec: each axis's type (shards without order), each dim's axes major first."""
-
-    types: tuple[tuple[str, AxisType], ...]
-    """Sorted by axis name."""
-    dims: tuple[tuple[int, tuple[str, ...]], ...]
-    """Sorted by dim; only dims some axis shards."""
-
-    def type_of(self, axis: str) -> AxisType:
-        return dict(self.types)[axis]
-
-    def on_dim(self, dim: int) -> tuple[str, ...]:
-        return dict(self.dims).get(dim, ())
-
-    def tensor_type(self) -> TensorType:
-        orders = {axis: (order if len(axes) > 1 else None) for _, axes in self.dims for order, axis in enumerate(axes)}
-        return TensorType.of(
-            {
-                axis: Shard(t.shard, orders[axis]) if t.shard is not None else t
-                for axis, t in self.types
-            }
-        )
-
-
-def _make(types: Mapping[str, AxisType], dims: Mapping[int, Sequence[str]]) -> _Spec:
-    return _Spec(
-        tuple(sorted(types.items())),
-        tuple(sorted((dim, tuple(axes)) for dim, axes in dims.items() if axes)),
-    )
-
-
-def _error(axis: str, message: str) -> SpmdTypeError:
-    return SpmdTypeError(Code.COLLECTIVE, axis, message)
-
-
-def _dim(dim: int, ndim: Optional[int], axis: str, role: str) -> int:
-    if ndim is None:
-        return dim
-    if not -ndim <= dim < ndim:
-        raise _error(
-            axis,
-            f"redistribute's {role} shards dim {dim} on axis {axis}, but the tensor has {ndim} dims. "
-            f"Fix: name a dim in [{-ndim}, {ndim - 1}].",
-        )
-    return dim % ndim
-
-
-def _spec_of(tensor_type: TensorType, role: str, ndim: Optional[int]) -> _Spec:
-    """Check one side of a redistribute and read it as a :class:`_Spec`."""
-    types: dict[str, AxisType] = {}
-    by_dim: dict[int, list[tuple[Optional[int], str]]] = {}
-    for axis, t in tensor_type.axes:
-        if axis in types:
-            raise _error(
-                axis,
-                f"redistribute's {role} gives axis {axis} twice ({types[axis].on(axis)} and {t.on(axis)}). "
-                "Fix: give each mesh axis one entry; several axes sharding one dim are one entry, e.g. "
-                "S(0)@(dp, tp) (major axis first).",
-            )
-        if t.kind is Kind.V and t.shard is None:
-            raise _error(
-                axis,
-                f"redistribute's {role} has {t.on(axis)}: a varying value without a shard dim has no "
-                f"global layout to redistribute. Fix: write S(dim)@{axis} for the tensor dim {axis} "
-                f"shards, or leave {axis} out of both src and dst (axes left out pass through unchanged).",
-            )
-        if t.shard is not None:
-            dim = _dim(t.shard, ndim, axis, role)
-            by_dim.setdefault(dim, []).append((t.order, axis))
-            t = Shard(dim)
-        types[axis] = t
-    dims: dict[int, list[str]] = {}
-    for dim, members in by_dim.items():
-        orders = [order for order, _ in members]
-        if len(members) > 1 and (None in orders or len(set(orders)) != len(orders)):
-            names = sorted(axis for _, axis in members)
-            written = ", ".join(f"S({dim})@{axis}" for axis in names)
-            raise _error(
-                names[0],
-                f"redistribute's {role} shards dim {dim} over {', '.join(names)} ({written}) without "
-                f"saying which is major, and the layout depends on it. Fix: write "
-                f"S({dim})@({', '.join(names)}) with the major axis first.",
-            )
-        dims[dim] = [axis for _, axis in sorted(members, key=lambda m: m[0] or 0)]
-    return _make(types, dims)
-
-
-def spec_of_entries(entries: Iterable[tuple[str, AxisType]], role: str) -> TensorType:
-    """``[("dp", S(0) order 0), ("tp", S(0) order 1)]`` (a spec as written) -> its TensorType.
-
-    ``role`` (``"src"``/``"dst"``) names the side in the error for an axis
-    given twice (``spmd-collective``).
-    """
-    mapping: dict[str, AxisType] = {}
-    for axis, t in entries:
-        if axis in mapping:
-            raise _error(
-                axis,
-                f"redistribute's {role} gives axis {axis} twice ({mapping[axis].on(axis)} and {t.on(axis)}). "
-                "Fix: give each mesh axis one entry; several axes sharding one dim are one entry, e.g. "
-                "S(0)@(dp, tp) (major axis first).",
-            )
-        mapping[axis] = t
-    return TensorType.of(mapping)
-
-
-def validate(src: TensorType, dst: TensorType, ndim: Optional[int] = None) -> None:
-    """Raise :class:`~spmd_stubs.core.SpmdTypeError` (``spmd-collective``) for an invalid request.
-
-    Invalid: a V without a shard dim, an axis given twice, a dim sharded by
-    several axes with no order (``S(0)@dp, S(0)@tp``), an axis named on one
-    side only, a shard dim out of range (only when ``ndim`` is given), and
-    resolving pending reductions that do not commute (``Pmax@dp, P@tp``).
-    """
-    _specs(src, dst, ndim)
-
-
-def _specs(src: TensorType, dst: TensorType, ndim: Optional[int]) -> tuple[_Spec, _Spec]:
-    start, goal = _spec_of(src, "src", ndim), _spec_of(dst, "dst", ndim)
-    src_types, dst_types = dict(start.types), dict(goal.types)
-    for one, other, one_name, other_name, given in (
-        (src_types, dst_types, "src", "dst", src),
-        (dst_types, src_types, "dst", "src", dst),
-    ):
-        for axis in one:
-            if axis not in other:
-                shown = given.get(axis)
-                raise _error(
-                    axis,
-                    f"redistribute's {one_name} names axis {axis} ({shown.on(axis) if shown else axis}) "
-                    f"but its {other_name} does not. Fix: name {axis} in both ({one[axis].on(axis)} "
-                    f"in both keeps it), or leave it out of both (axes left out pass through unchanged).",
-                )
-    _check_reductions(src_types, dst_types)
-    return start, goal
-
-
-def _check_reductions(src: Mapping[str, AxisType], dst: Mapping[str, AxisType]) -> None:
-    """Pending reductions that do not commute (a max and a sum) must not be resolved here.
-
-    ``Pmax@dp, P@tp`` means ``max`` over dp of the sums over tp, or the sum
-    over tp of the maxima over dp, depending on the program: which one the
-    type does not say, so no plan can know which to resolve first.
-    """
-    partial = {axis: t for axis, t in src.items() if t.kind is Kind.P}
-    reductions = {t.reduce for t in partial.values()}
-    if len(reductions) < 2 or not any(t.extremum for t in partial.values()):
-        return
-    changed = [axis for axis, t in partial.items() if dst[axis] != t]
-    if not changed:
-        return
-    shown = ", ".join(t.on(axis) for axis, t in partial.items())
-    first = next(axis for axis in changed if partial[axis].extremum) if any(
-        partial[axis].extremum for axis in changed
-    ) else changed[0]
-    raise _error(
-        first,
-        f"redistribute's src has pending reductions that do not commute ({shown}): the value depends "
-        f"on which is resolved first, which the types do not say. Fix: resolve them in the order the "
-        f"program means with separate calls, e.g. first all_reduce(x, {first}, src={partial[first]}, "
-        f"dst=R), then redistribute the rest.",
-    )
-
-
-# --------------------------------------------------------------------------
-# Moves: one (possibly flattened) step
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Move:
-    op: str
-    axes: tuple[str, ...]
-    src: AxisType
-    dst: AxisType
-
-
-@functools.lru_cache(maxsize=None)
-def _valid(op: str, src: AxisType, dst: AxisType) -> bool:
-    """Whether ``op(src, dst)`` is a transition that keeps the value."""
-    if src.shard is not None and dst.kind is Kind.P and dst.reduce != "sum":
-        # A shard's value is the concatenation of the parts, a pending max
-        # (min, avg) is their max: no cast turns one into the other.
-        return False
-    try:
-        transition(op, src, dst, "axis", expert_mode=True)
-    except SpmdTypeError:
-        return False
-    return True
-
-
-@functools.lru_cache(maxsize=None)
-def _needs_expert(op: str, src: AxisType, dst: AxisType) -> bool:
-    try:
-        transition(op, src, dst, "axis", expert_mode=False)
-    except SpmdTypeError as error:
-        return error.code is Code.EXPERT_MODE
-    return False
-
-
-def _edge(u: AxisType, v: AxisType) -> Optional[tuple[str, AxisType]]:
-    """The route step from ``u`` toward ``v``: (op, the type it reaches), or None."""
-    try:
-        step = route(u, v)
-    except SpmdTypeError:
-        return None  # no one operation: the search goes through R
-    if step is None or not _valid(step.op, step.src, step.dst):
-        return None
-    return step.op, step.dst
-
-
-def _allowed(src: AxisType, dst: AxisType, dims: Sequence[int]) -> tuple[AxisType, ...]:
-    """The types an axis may pass through between ``src`` and ``dst``.
-
-    Its own two, R (gather out of the way, re-shard later; or resolve a
-    reduction first), and, for a shard, a shard of any dim the request names
-    (parking on another dim with an all_to_all).  A shard that becomes a
-    pending sum takes the per-axis route's one step (see below).
-    """
-    if src == dst and src.shard is None:
-        return (src,)
-    if src.shard is not None and dst.kind is Kind.P:
-        # A pending sum has many per-rank forms; zero-padding the shard where
-        # it is (as the per-axis route does) keeps the plan's result equal to
-        # the naive route's on every rank, not only in value.
-        return (src, dst) if dst.reduce == "sum" else (src, Replicate, dst)
-    out = [src, dst, Replicate]
-    if src.shard is not None:
-        out += [Shard(dim) for dim in dims]
-    return tuple(dict.fromkeys(out))
-
-
-def _apply(spec: _Spec, move: _Move) -> _Spec:
-    types = dict(spec.types)
-    dims = {dim: list(axes) for dim, axes in spec.dims}
-    if move.src.shard is not None:
-        dims[move.src.shard] = dims[move.src.shard][: -len(move.axes)]
-    if move.dst.shard is not None:
-        dims.setdefault(move.dst.shard, []).extend(move.axes)
-    for axis in move.axes:
-        types[axis] = move.dst
-    return _make(types, dims)
-
-
-def _groups(
-    edge_src: AxisType, edge_dst: AxisType, members: list[str], spec: _Spec, mesh_order: Optional[Sequence[str]]
-) -> Iterator[tuple[str, ...]]:
-    """The tuples of ``members`` that one step with this edge can run on.
-
-    Leaving a dim: a suffix of its axes (major first, the flattened group's
-    order).  Arriving on a dim: any ordered selection (it becomes the new
-    minor part, in that order).  Otherwise: any subset, in ``members``' order.
-    With ``mesh_order``, a tuple of several axes must follow it.
-    """
-    if edge_src.shard is not None:
-        on_dim = spec.on_dim(edge_src.shard)
-        candidates: Iterator[tuple[str, ...]] = (
-            on_dim[-length:] for length in range(1, len(on_dim) + 1) if set(on_dim[-length:]) <= set(members)
-        )
-    elif edge_dst.shard is not None:
-        candidates = (g for length in range(1, len(members) + 1) for g in itertools.permutations(members, length))
-    else:
-        candidates = (g for length in range(1, len(members) + 1) for g in itertools.combinations(members, length))
-    for group in candidates:
-        if len(group) == 1 or mesh_order is None or _follows(group, mesh_order):
-            yield group
-
-
-def _follows(group: Sequence[str], mesh_order: Sequence[str]) -> bool:
-    positions = [mesh_order.index(axis) if axis in mesh_order else -1 for axis in group]
-    return -1 not in positions and positions == sorted(positions)
-
-
-def _moves(
-    spec: _Spec,
-    allowed: Mapping[str, tuple[AxisType, ...]],
-    order: Sequence[str],
-    mesh_order: Optional[Sequence[str]],
-) -> Iterator[_Move]:
-    types = dict(spec.types)
-    edges: dict[tuple[str, AxisType, AxisType], list[str]] = {}
-    for axis in order:
-        u = types[axis]
-        for v in allowed[axis]:
-            if v == u:
-                continue
-            edge = _edge(u, v)
-            if edge is None or edge[1] not in allowed[axis]:
-                continue
-            members = edges.setdefault((edge[0], u, edge[1]), [])
-            if axis not in members:
-                members.append(axis)
-    for (op, u, v), members in edges.items():
-        for group in _groups(u, v, members, spec, mesh_order):
-            yield _Move(op, group, u, v)
-
-
-def _size_of(sizes: Optional[Mapping[str, int]]) -> "functools.partial[int]":
-    return functools.partial(_lookup_size, dict(sizes or {}))
-
-
-def _lookup_size(sizes: dict[str, int], axis: str) -> int:
-    return sizes.get(axis, DEFAULT_AXIS_SIZE)
-
-
-def _cost(spec: _Spec, op: str, axes: Sequence[str], size: "functools.partial[int]") -> Fraction:
+def _cost(spec: Spec, op: str, axes: Sequence[str], size: Callable[[str], int]) -> Fraction:
     """Elements one rank receives in ``op`` (ring algorithms), as a fraction of the global tensor."""
     if op not in COLLECTIVES:
         return Fraction(0)
@@ -515,16 +224,17 @@ def _cost(spec: _Spec, op: str, axes: Sequence[str], size: "functools.partial[in
     return Fraction(n - 1, n) * local  # reduce_scatter, all_to_all
 
 
-def _steps(start: _Spec, moves: Sequence[_Move]) -> list[PlannedStep]:
+def _steps(start: Spec, path: Sequence[Move]) -> list[PlannedStep]:
+    """The moves of ``path`` from ``start``, each with the whole spec before and after it."""
     out, spec = [], start
-    for move in moves:
-        after = _apply(spec, move)
+    for move in path:
+        after = apply(spec, move)
         out.append(PlannedStep(move.op, move.axes, move.src, move.dst, spec.tensor_type(), after.tensor_type()))
         spec = after
     return out
 
 
-def _order(start: _Spec, mesh_order: Optional[Sequence[str]]) -> tuple[str, ...]:
+def _order(start: Spec, mesh_order: Optional[Sequence[str]]) -> tuple[str, ...]:
     """The request's axes, those of ``mesh_order`` first in its order, the rest by name."""
     names = [axis for axis, _ in start.types]
     given = [axis for axis in (mesh_order or ()) if axis in names]
@@ -536,7 +246,7 @@ def _order(start: _Spec, mesh_order: Optional[Sequence[str]]) -> tuple[str, ...]
 # --------------------------------------------------------------------------
 
 
-def _kept(spec: _Spec, goal: _Spec, dim: int) -> int:
+def _kept(spec: Spec, goal: Spec, dim: int) -> int:
     """How many of ``dim``'s axes (major first) are already where ``goal`` wants them."""
     kept = 0
     for have, want in zip(spec.on_dim(dim), goal.on_dim(dim)):
@@ -546,49 +256,57 @@ def _kept(spec: _Spec, goal: _Spec, dim: int) -> int:
     return kept
 
 
-def _placed(spec: _Spec, goal: _Spec, axis: str) -> bool:
+def _placed(spec: Spec, goal: Spec, axis: str) -> bool:
+    """Whether ``axis`` has its goal type and, for a shard, its goal place on the dim."""
     t = spec.type_of(axis)
     if t != goal.type_of(axis):
         return False
     return t.shard is None or spec.on_dim(t.shard).index(axis) < _kept(spec, goal, t.shard)
 
 
-def _direct(spec: _Spec, goal: _Spec, axis: str, toward: AxisType) -> Optional[_Move]:
+def _direct(spec: Spec, goal: Spec, axis: str, toward: AxisType) -> Optional[Move]:
     """``axis``'s route step toward ``toward``, if the minor-axis rule allows it now."""
     u = spec.type_of(axis)
-    edge = _edge(u, toward)
-    if edge is None:
+    step = edge(u, toward)
+    if step is None:
         return None
-    op, reached = edge
+    op, reached = step
     if u.shard is not None and spec.on_dim(u.shard)[-1] != axis:
         return None  # only the minor axis of a dim leaves it
     if reached.shard is not None:
         arriving = (*spec.on_dim(reached.shard), axis)
         if goal.on_dim(reached.shard)[: len(arriving)] != arriving or reached != goal.type_of(axis):
             return None  # it would not arrive where the goal has it
-    return _Move(op, (axis,), u, reached)
+    return Move(op, (axis,), u, reached)
 
 
-def _naive(start: _Spec, goal: _Spec, order: Sequence[str]) -> list[_Move]:
-    moves: list[_Move] = []
+def _naive_step(spec: Spec, goal: Spec, order: Sequence[str]) -> Optional[Move]:
+    """The first axis (in ``order``) that can take its route step does; else a blocked one goes to R."""
+    pending = [axis for axis in order if not _placed(spec, goal, axis)]
+    move = next((m for m in (_direct(spec, goal, a, goal.type_of(a)) for a in pending) if m), None)
+    if move is not None:
+        return move
+    # Every remaining step is blocked: gather a minor axis that must leave its
+    # dim to R (it is re-sharded later), or take an axis with no single step
+    # to its destination through R.
+    leaving = [a for a in pending if spec.type_of(a).shard is not None]
+    stuck = [a for a in pending if a not in leaving and edge(spec.type_of(a), goal.type_of(a)) is None]
+    return next((m for m in (_direct(spec, goal, a, Replicate) for a in leaving + stuck) if m), None)
+
+
+def _naive(start: Spec, goal: Spec, order: Sequence[str]) -> list[Move]:
+    """The moves of :func:`naive_plan`."""
+    path: list[Move] = []
     spec = start
     while spec != goal:
-        pending = [axis for axis in order if not _placed(spec, goal, axis)]
-        move = next((m for m in (_direct(spec, goal, a, goal.type_of(a)) for a in pending) if m), None)
-        if move is None:
-            # Every remaining step is blocked: gather a minor axis that must
-            # leave its dim to R (it is re-sharded later), or take an axis
-            # with no single step to its destination through R.
-            leaving = [a for a in pending if spec.type_of(a).shard is not None]
-            stuck = [a for a in pending if a not in leaving and _edge(spec.type_of(a), goal.type_of(a)) is None]
-            move = next((m for m in (_direct(spec, goal, a, Replicate) for a in leaving + stuck) if m), None)
-        if move is None:  # pragma: no cover -- every type reaches R and R reaches every type
-            raise _error(pending[0], f"no per-axis route from {start.tensor_type()} to {goal.tensor_type()}")
-        moves.append(move)
-        spec = _apply(spec, move)
-        if len(moves) > 4 * len(order) + 4:  # pragma: no cover -- each axis takes at most 3 steps
-            raise _error(pending[0], f"no per-axis route from {start.tensor_type()} to {goal.tensor_type()}")
-    return moves
+        move = _naive_step(spec, goal, order)
+        # Every type reaches R and R every type, so each axis takes at most 3 steps.
+        if move is None or len(path) > 4 * len(order) + 4:  # pragma: no cover
+            axis = next(a for a in order if not _placed(spec, goal, a))
+            raise error(axis, f"no per-axis route from {start.tensor_type()} to {goal.tensor_type()}")
+        path.append(move)
+        spec = apply(spec, move)
+    return path
 
 
 # --------------------------------------------------------------------------
@@ -597,21 +315,21 @@ def _naive(start: _Spec, goal: _Spec, order: Sequence[str]) -> list[_Move]:
 
 
 def _search(
-    start: _Spec,
-    goal: _Spec,
+    start: Spec,
+    goal: Spec,
     mesh_order: Optional[Sequence[str]],
-    size: "functools.partial[int]",
+    size: Callable[[str], int],
     bound: tuple[int, int],
-) -> list[_Move]:
+) -> list[Move]:
     """Dijkstra on (elements received, collectives, steps), within ``bound`` (collectives, steps)."""
     order = _order(start, mesh_order)
     dims = sorted({dim for spec in (start, goal) for dim, _ in spec.dims})
-    allowed = {axis: _allowed(start.type_of(axis), goal.type_of(axis), dims) for axis in order}
+    within = {axis: allowed(start.type_of(axis), goal.type_of(axis), dims) for axis in order}
     tie = itertools.count()
-    heap: list[tuple[tuple[Fraction, int, int], int, _Spec, tuple[_Move, ...]]] = [
+    heap: list[tuple[tuple[Fraction, int, int], int, Spec, tuple[Move, ...]]] = [
         ((Fraction(0), 0, 0), next(tie), start, ())
     ]
-    done: dict[_Spec, list[tuple[int, int]]] = {}
+    done: dict[Spec, list[tuple[int, int]]] = {}
     while heap:
         (volume, collectives, steps), _, spec, path = heapq.heappop(heap)
         if spec == goal:
@@ -622,13 +340,13 @@ def _search(
         if any(c <= collectives and s <= steps for c, s in seen):
             continue
         seen.append((collectives, steps))
-        for move in _moves(spec, allowed, order, mesh_order):
+        for move in moves(spec, within, order, mesh_order):
             c = collectives + (move.op in COLLECTIVES)
             s = steps + 1
             if c > bound[0] or s > bound[1]:
                 continue
             cost = (volume + _cost(spec, move.op, move.axes, size), c, s)
-            heapq.heappush(heap, (cost, next(tie), _apply(spec, move), (*path, move)))
+            heapq.heappush(heap, (cost, next(tie), apply(spec, move), (*path, move)))
     raise AssertionError("the naive route is within the bound, so the search finds a plan")  # pragma: no cover
 
 
@@ -650,13 +368,14 @@ def naive_plan(
     its destination when the minor-axis rule allows it (it leaves a dim only
     as the minor axis, it arrives as the next axis ``dst`` wants there);
     when no axis can, the first minor axis that must leave is gathered to R
-    and re-sharded later.  Axes are tried in ``mesh_order``, then by name.  ``ndim`` (the tensor's rank) lets ``S(-1)`` and ``S(ndim-1)``
-    mean the same dim.
+    and re-sharded later.  Axes are tried in ``mesh_order``, then by name.
+    ``ndim`` (the tensor's rank) lets ``S(-1)`` and ``S(ndim-1)`` mean the
+    same dim.
 
     ``S(0)@(dp,tp) -> R@dp, R@tp`` is ``all_gather(tp, S(0), R)`` then
     ``all_gather(dp, S(0), R)``.
     """
-    start, goal = _specs(src, dst, ndim)
+    start, goal = specs(src, dst, ndim)
     return _steps(start, _naive(start, goal, _order(start, mesh_order)))
 
 
@@ -706,7 +425,8 @@ def _plan(
     ndim: Optional[int],
     mesh_order: Optional[tuple[str, ...]],
 ) -> tuple[PlannedStep, ...]:
-    start, goal = _specs(src, dst, ndim)
+    """:func:`plan`, cached on hashable arguments (the runtime plans every call)."""
+    start, goal = specs(src, dst, ndim)
     naive = _naive(start, goal, _order(start, mesh_order))
     bound = (sum(m.op in COLLECTIVES for m in naive), len(naive))
     return tuple(_steps(start, _search(start, goal, mesh_order, _size_of(dict(sizes)), bound)))

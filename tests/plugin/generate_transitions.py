@@ -1,4 +1,4 @@
-"""Writes ``cases/collectives/transitions.py`` from :func:`spmd_stubs.core.transitions`.
+"""Writes ``cases/collectives/transitions.py`` from :data:`spmd_stubs.core.TRANSITIONS`.
 
 For every valid (op, src, dst): a call on an input of type src reveals dst
 on the named axis and passes the other axis through; the same call on an
@@ -40,6 +40,7 @@ def _other(kind: Kind) -> str:
 
 
 def _valid(op: str, src: str, dst: str, gated: bool, name: str) -> list[str]:
+    """A valid call reveals dst; on the wrong src type it is an error, gated without expert_mode too."""
     expert = ", expert_mode=True" if gated else ""
     src_kind = core.parse_axis_type(src).kind
     lines = [
@@ -53,6 +54,7 @@ def _valid(op: str, src: str, dst: str, gated: bool, name: str) -> list[str]:
 
 
 def _invalid(op: str, src: Kind, dst: Kind) -> list[str]:
+    """An invalid pair: spmd-invalid-transition for a cast, spmd-collective for a collective."""
     code = "spmd-invalid-transition" if op in core.CASTS else "spmd-collective"
     return [
         f"def invalid_{op}_{src.value}_{dst.value}(x: Tensor[{src.value}@tp]) -> None:",
@@ -64,12 +66,13 @@ def _invalid(op: str, src: Kind, dst: Kind) -> list[str]:
 
 def render() -> str:
     lines = [HEADER, ""]
-    valid = {(op, s, d) for op, s, d, _ in core.transitions()}
-    for op, src, dst, gated in core.transitions():
-        lines += _valid(op, src.value, dst.value, gated, f"valid_{op}_{src.value}_{dst.value}")
-        if (op, src, dst) in SHARD_FORMS:
-            shard_src, shard_dst = SHARD_FORMS[(op, src, dst)]
-            lines += _valid(op, shard_src, shard_dst, gated, f"valid_{op}_{src.value}_{dst.value}_shard")
+    valid = {row.key for row in core.TRANSITIONS}
+    for row in core.TRANSITIONS:
+        name = f"valid_{row.op}_{row.src.value}_{row.dst.value}"
+        lines += _valid(row.op, row.src.value, row.dst.value, row.gated, name)
+        if row.key in SHARD_FORMS:
+            shard_src, shard_dst = SHARD_FORMS[row.key]
+            lines += _valid(row.op, shard_src, shard_dst, row.gated, f"{name}_shard")
     for op in (*core.CASTS, *core.COLLECTIVES):
         for src, dst in itertools.product(KINDS, KINDS):
             implicit = op in core.IMPLICIT_PARTIAL and src is Kind.V and (op, Kind.P, dst) in valid
@@ -84,7 +87,6 @@ def render() -> str:
             "",
         ]
     return "\n".join(lines).rstrip() + "\n"
-
 
 
 if __name__ == "__main__":

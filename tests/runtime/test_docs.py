@@ -18,10 +18,11 @@ def _section(begin: str, end: str) -> list[str]:
 
 def test_transition_table_is_the_algebras() -> None:
     expected = []
-    for op, s, d, gated in core.transitions():
-        back = backward_of(op, AxisType(s), AxisType(d))
+    for row in core.TRANSITIONS:
+        s, d = row.src.value, row.dst.value
+        back = backward_of(row.op, AxisType(row.src), AxisType(row.dst))
         expected.append(
-            f"| {op}({s.value},{d.value}) | {s.value} -> {d.value} | {'yes' if gated else 'no'} "
+            f"| {row.op}({s},{d}) | {s} -> {d} | {'yes' if row.gated else 'no'} "
             f"| {back} | {back.src} -> {back.dst} |"
         )
     assert _section("<!-- transitions:begin -->", "<!-- transitions:end -->") == expected

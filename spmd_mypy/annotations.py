@@ -26,6 +26,7 @@ from mypy.types import AnyType, RawExpressionType, Type, TypeOfAny, UnboundType
 
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Code, Invariant, Partial, PartialOf, Replicate, Shard, TensorType, Varying
+from spmd_stubs.core.axis_types import DuplicateAxisError, tensor_type_from
 from spmd_mypy import errorcodes
 from spmd_mypy.representation import TENSOR, with_spmd
 
@@ -121,15 +122,11 @@ def axes_of(expr: Expression) -> tuple[str, ...] | None:
 
 
 def tensor_type_of(entries: list[tuple[str, AxisType]]) -> TensorType:
-    seen: dict[str, AxisType] = {}
-    for axis, axis_type in entries:
-        if axis in seen:
-            raise AnnotationError(
-                f"axis {axis} is given twice ({seen[axis].on(axis)} and {axis_type.on(axis)}): "
-                "give each mesh axis one type"
-            )
-        seen[axis] = axis_type
-    return TensorType.of(seen)
+    """:func:`spmd_stubs.core.axis_types.tensor_type_from`, an axis given twice an annotation error."""
+    try:
+        return tensor_type_from(entries)
+    except DuplicateAxisError as error:
+        raise AnnotationError(str(error)) from error
 
 
 # --------------------------------------------------------------------------
@@ -267,7 +264,7 @@ def parse_canonical(entry: UnboundType, lookup: Lookup) -> list[tuple[str, AxisT
             f"with {len(entry.args)} argument(s)"
         )
     axis_type = axis_type_of(kind, entry.name, dim)
-    axes = [axis_name_of(lookup(a.name), a.name) for a in args]  # type: ignore[union-attr]
+    axes = [axis_name_of(lookup(a.name), a.name) for a in args if isinstance(a, UnboundType)]
     return shard_group(axis_type, axes, entry.name)
 
 

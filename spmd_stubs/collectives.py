@@ -1,4 +1,4 @@
-"""Typed, differentiable collectives and casts (seed 000, "Comms by API").
+"""Typed, differentiable collectives and casts (docs/spec.md#transitions).
 
 Every function takes the tensor, the mesh axis (or a tuple of axes: one
 collective on the flattened group, see :mod:`spmd_stubs.mesh`) and the
@@ -13,7 +13,7 @@ Other mesh axes pass through unchanged.
   (:mod:`spmd_stubs._kernels`), so each table cell has one forward kernel and
   no hand-written backward.
 
-Diagrams (the seed's notation): one row per rank of a 3-rank axis, ``=>``
+Diagrams (docs/spec.md#forward-and-backward): one row per rank of a 3-rank axis, ``=>``
 forward, ``<=`` backward (``grad_input <= grad_output``), a value written on
 one row only is the same on every rank, ``+`` marks the parts of a pending sum.
 V stacks/unbinds on a new leading dim; ``S(i)`` concatenates/splits on dim i.
@@ -31,9 +31,10 @@ import torch.distributed as dist
 from spmd_stubs import core
 from spmd_stubs.core import planner
 from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
+from spmd_stubs._collective_args import backend_error, checked_split_sizes, is_spec, spec_of
 from spmd_stubs.core import AxisType, Kind, Step
 from spmd_stubs.mesh import AxisLike, axes_label, group_and_size, group_of, mesh_dim_order
-from spmd_stubs.types import AxisAnnotation, P, SpmdTypeLike, axis_name, to_axis_type
+from spmd_stubs.types import AxisAnnotation, P, SpmdTypeLike, to_axis_type
 
 __all__ = [
     "all_reduce",
@@ -92,33 +93,8 @@ class _Plan:
         except RuntimeError as error:
             # No check of its own (comparing shapes across ranks would cost a
             # collective per call): the backend's error, given the call's context.
-            raise _backend_error(self.step, comm, x, error) from error
+            raise backend_error(self.step, comm.axis, x, error) from error
         return y if divisor == 1 else y / divisor
-
-
-_MISMATCH_FIX = {
-    "all_reduce": "make the ranks' x the same shape before the call (the reduction is elementwise), "
-    "e.g. pad the shorter ones with torch.nn.functional.pad",
-    "all_gather": "make the ranks' parts the same shape, or for parts of different lengths along the "
-    "shard dim pass split_sizes= (one length per rank) with src=S(i)",
-    "reduce_scatter": "make the ranks' x the same shape before the call; pass split_sizes= with dst=S(i) "
-    "to give the ranks parts of different lengths",
-    "all_to_all": "make the ranks' x the same shape before the call; pass split_sizes= with S(i) for "
-    "parts of different lengths",
-}
-
-
-def _backend_error(step: Step, comm: Comm, x: torch.Tensor, error: RuntimeError) -> ValueError:
-    """The backend's error in a collective, with the axis, the call, the local shape and the fix."""
-    reason = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
-    fix = _MISMATCH_FIX.get(step.op, f"make the ranks' x the same shape and dtype before {step.op}")
-    return ValueError(
-        f"{step.call(comm.axis)} failed in the communication backend on this rank, whose x has shape "
-        f"{tuple(x.shape)} and dtype {x.dtype}: {reason}. "
-        f"The usual cause is ranks of axis {comm.axis} passing tensors of different shapes or dtypes. "
-        f"Fix: {fix}. TORCH_DISTRIBUTED_DEBUG=DETAIL makes torch compare the shapes before every "
-        f"collective, so that every rank reports a mismatch instead of some of them crashing or hanging."
-    )
 
 
 @_memoized
@@ -128,7 +104,7 @@ def _plan(step: Step) -> _Plan:
     # A pending max/min's gradient is the sum's, split by ``share`` afterwards.
     summed = Step(step.op, core.Partial, step.dst) if share else step
     backward = _canonical(core.backward_of(summed.op, summed.src, summed.dst))
-    kernel = KERNELS[(step.op, step.src.kind, step.dst.kind)]
+    kernel = KERNELS[core.row_of(step).kernel]
     return _Plan(step, kernel, backward, step.op == backward.op == "reinterpret", share)
 
 
@@ -207,26 +183,10 @@ def _typed(
     if plan is None:
         return x
     pg, size = group_and_size(axis) if group is None else (group, dist.get_world_size(group))
-    sizes = _checked_split_sizes(split_sizes, size, label, src, dst)
+    sizes = checked_split_sizes(split_sizes, size, label, src, dst)
     # A pending avg resolves as the sum divided by the axis size, like op="avg".
     divisor = size if average or src.reduce == "avg" else 1
     return _apply(x, plan, Comm(pg, size, sizes, label), divisor)
-
-
-def _checked_split_sizes(
-    split_sizes: Optional[Sequence[int]], size: int, label: str, src: AxisType, dst: AxisType
-) -> Optional[tuple[int, ...]]:
-    if split_sizes is None:
-        return None
-    sizes = tuple(int(s) for s in split_sizes)
-    if src.shard is None and dst.shard is None:
-        raise ValueError(f"split_sizes needs a shard type S(i) as src or dst on axis {label}, not V")
-    if len(sizes) != size or any(s < 0 for s in sizes):
-        raise ValueError(
-            f"split_sizes={list(sizes)} must give one non-negative size per rank of axis "
-            f"{label} ({size} ranks)"
-        )
-    return sizes
 
 
 # --------------------------------------------------------------------------
@@ -345,13 +305,7 @@ def reduce_scatter(
                        C
     """
     return _typed(
-        "reduce_scatter",
-        x,
-        axis,
-        to_axis_type(src),
-        to_axis_type(dst),
-        split_sizes=split_sizes,
-        group=group,
+        "reduce_scatter", x, axis, to_axis_type(src), to_axis_type(dst), split_sizes=split_sizes, group=group
     )
 
 
@@ -469,16 +423,8 @@ def convert(
         B  =>  +[0, B, 0]     backward   B  <=  [A, B, C]
         C      +[0, 0, C]                C
     """
-    return _typed(
-        "convert",
-        x,
-        axis,
-        to_axis_type(src),
-        to_axis_type(dst),
-        expert_mode=expert_mode,
-        split_sizes=split_sizes,
-        group=group,
-    )
+    src_type, dst_type = to_axis_type(src), to_axis_type(dst)
+    return _typed("convert", x, axis, src_type, dst_type, expert_mode=expert_mode, split_sizes=split_sizes, group=group)
 
 
 @overload
@@ -515,12 +461,12 @@ def redistribute(
 
     ``redistribute(x, (S(0)@(dp, tp),), (R@dp, R@tp))``: between two
     partition specs (tuples of ``TYPE@axis``; axes left out of both pass
-    through).  :func:`spmd_stubs.planner.plan` picks the steps, flattening
+    through).  :func:`spmd_stubs.core.planner.plan` picks the steps, flattening
     same-kind steps on several axes into one collective (here one
     ``all_gather`` over ``(dp, tp)``), and each runs as the typed operation,
     so gradients flow through their backwards.  See docs/redistribute.md.
     """
-    if dst_spec is not None or _is_spec(axis):
+    if dst_spec is not None or is_spec(axis):
         if src is not None or dst is not None or group is not None:
             raise TypeError(
                 "redistribute(x, src_spec, dst_spec) takes the two partition specs only, e.g. "
@@ -536,34 +482,9 @@ def redistribute(
     return _typed(step.op, x, axis, step.src, step.dst, expert_mode=True, group=group)
 
 
-def _is_spec(value: Any) -> bool:
-    """A partition spec is a tuple/list of ``TYPE@axis`` (a flattened axis is a tuple of axes)."""
-    return isinstance(value, (tuple, list)) and any(isinstance(item, AxisAnnotation) for item in value)
-
-
-def _spec_of(spec: Any, role: str, axes: dict[str, Any]) -> core.TensorType:
-    """A written spec -> its TensorType; records each axis name's ``MeshAxis`` in ``axes``."""
-    if not isinstance(spec, (tuple, list)):
-        raise TypeError(
-            f"redistribute's {role} spec must be a tuple of TYPE@axis entries such as (S(0)@(dp, tp), R@cp), "
-            f"got {spec!r}"
-        )
-    entries: list[tuple[str, AxisType]] = []
-    for annotation in spec:
-        if not isinstance(annotation, AxisAnnotation):
-            raise TypeError(
-                f"redistribute's {role} spec takes TYPE@axis entries such as R@tp or S(0)@(dp, tp), "
-                f"got {annotation!r}"
-            )
-        group = annotation.axis if isinstance(annotation.axis, tuple) else (annotation.axis,)
-        axes.update((axis_name(a), a) for a in group)
-        entries += annotation.entries()
-    return planner.spec_of_entries(entries, role)
-
-
 def _redistribute_specs(x: torch.Tensor, src_spec: Any, dst_spec: Any) -> torch.Tensor:
     axes: dict[str, Any] = {}
-    src, dst = _spec_of(src_spec, "src", axes), _spec_of(dst_spec, "dst", axes)
+    src, dst = spec_of(src_spec, "src", axes), spec_of(dst_spec, "dst", axes)
     sizes = {name: dist.get_world_size(group_of(axis)) for name, axis in axes.items()}
     steps = planner.plan(src, dst, sizes=sizes, ndim=x.dim(), mesh_order=mesh_dim_order(tuple(axes)))
     for step in steps:

@@ -28,6 +28,7 @@ import torch.distributed as dist
 from torch.distributed import ProcessGroup
 from torch.distributed.device_mesh import DeviceMesh
 
+from spmd_stubs.core.axis_types import distinct_axes
 from spmd_stubs.types import MeshAxis, axis_name
 
 __all__ = ["bind_mesh", "bind_groups", "group_of", "unbind", "axes_label", "UnboundAxisError"]
@@ -50,15 +51,12 @@ class UnboundAxisError(LookupError):
 
 
 def _names(axes: AxisLike) -> tuple[str, ...]:
-    if isinstance(axes, tuple):
-        if not axes:
-            raise ValueError("an empty tuple names no mesh axis; pass e.g. (dp, cp)")
-        names = tuple(axis_name(a) for a in axes)
-    else:
-        names = (axis_name(axes),)
-    if len(set(names)) != len(names):
-        raise ValueError(f"mesh axis named twice in {axes_label(axes)}")
-    return names
+    """The axis names of one axis or a flattened tuple, each at most once (ValueError otherwise)."""
+    if not isinstance(axes, tuple):
+        return (axis_name(axes),)
+    if not axes:
+        raise ValueError("an empty tuple names no mesh axis; pass e.g. (dp, cp)")
+    return distinct_axes(axis_name(a) for a in axes)
 
 
 def axes_label(axes: AxisLike) -> str:
@@ -165,7 +163,8 @@ def _resolve(names: tuple[str, ...]) -> ProcessGroup:
     if isinstance(first, DeviceMesh) and all(s is first for s in sources):
         if len(names) == 1:
             return first.get_group(names[0])
-        dims = [first.mesh_dim_names.index(name) for name in names]
+        mesh_order = tuple(first.mesh_dim_names or ())  # never empty: bind_mesh binds named dims only
+        dims = [mesh_order.index(name) for name in names]
         if dims == sorted(dims):
             return first[names]._flatten().get_group()
         # DeviceMesh slices only in mesh order; build the other orders from groups.
@@ -212,7 +211,8 @@ def _flatten_groups(names: tuple[str, ...]) -> ProcessGroup:
         )
     # Only the members create it (they are the ones running this collective);
     # sort_ranks=False keeps the flattened order as the group rank order.
-    return dist.new_group(ranks, use_local_synchronization=True, sort_ranks=False)
+    group: ProcessGroup = dist.new_group(ranks, use_local_synchronization=True, sort_ranks=False)
+    return group
 
 
 def mesh_dim_order(names: tuple[str, ...]) -> Union[tuple[str, ...], None]:

@@ -1,4 +1,4 @@
-"""Global SPMD regions: ``@global_spmd(tp)`` and ``@local_map(ep)`` (seed 000, "Global SPMD").
+"""Global SPMD regions: ``@global_spmd(tp)`` and ``@local_map(ep)`` (docs/spec.md#global-spmd).
 
 A function decorated ``@global_spmd(tp)`` is written in *global* SPMD on the
 mesh axis ``tp``: its body means the computation on the whole (global)
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar, Union, cast
 
+from spmd_stubs.core.axis_types import distinct_axes
 from spmd_stubs.types import MeshAxis
 
 __all__ = ["global_spmd", "local_map", "global_axes_of", "local_axes_of", "AxesArg"]
@@ -69,8 +70,9 @@ def check_axes(values: tuple[object, ...], where: str) -> tuple[type[MeshAxis], 
     """Flatten ``values`` (axes or tuples of axes) into distinct ``MeshAxis`` classes.
 
     Raises :class:`TypeError` naming ``where`` for anything else: no axis at
-    all, an empty tuple, something that is not a ``MeshAxis`` subclass, or an
-    axis named twice.
+    all, an empty tuple, something that is not a ``MeshAxis`` subclass; and
+    :class:`~spmd_stubs.core.axis_types.DuplicateAxisError` (a ``ValueError``)
+    for an axis named twice.
     """
     axes: list[type[MeshAxis]] = []
     for value in values:
@@ -86,10 +88,7 @@ def check_axes(values: tuple[object, ...], where: str) -> tuple[type[MeshAxis], 
             axes.append(cast("type[MeshAxis]", item))
     if not axes:
         raise TypeError(f"{where}: name at least one mesh axis, e.g. {where.split('(')[0]}(tp)")
-    names = [_axis_name(a) for a in axes]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise TypeError(f"{where}: mesh axis {', '.join(twice)} named more than once")
+    distinct_axes((_axis_name(a) for a in axes), where)
     return tuple(axes)
 
 
@@ -121,8 +120,9 @@ def global_spmd(*axes: AxesArg) -> Callable[[_F], _F]:
     ``out_partial_axes=tp`` (:mod:`spmd_stubs.ops`) and yields ``P@tp``.
     Several axes: ``@global_spmd(dp, tp)`` (or ``@global_spmd((dp, tp))``).
 
-    Runtime: validates the axes now (``TypeError`` for anything but distinct
-    ``MeshAxis`` subclasses or tuples of them), records them as
+    Runtime: validates the axes now (``TypeError`` for anything but
+    ``MeshAxis`` subclasses or tuples of them, a ``ValueError`` for an axis
+    named twice: :func:`check_axes`), records them as
     ``fn.__spmd_global_axes__`` and returns ``fn`` itself.
     """
     checked = check_axes(axes, "global_spmd(...)")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, Union
 from typing_extensions import TypeVarTuple, Unpack
 
 from spmd_stubs import core
+from spmd_stubs.core.axis_types import tensor_type_from
 
 __all__ = [
     "MeshAxis",
@@ -122,7 +123,7 @@ class R(Generic[_Axis], metaclass=_LocalTypeMeta):
     spmd_type = core.Replicate
 
 
-class I(Generic[_Axis], metaclass=_LocalTypeMeta):  # noqa: E742 -- the seed's name
+class I(Generic[_Axis], metaclass=_LocalTypeMeta):  # noqa: E742 -- the spec's name (docs/spec.md#types)
     """Invariant: the same value on every rank, gradient Invariant."""
 
     spmd_type = core.Invariant
@@ -153,7 +154,7 @@ class Pavg(Generic[_Axis], metaclass=_LocalTypeMeta):
 class Pmax(Generic[_Axis], metaclass=_LocalTypeMeta):
     """Partial pending a maximum: the value is the elementwise max of the ranks' parts.
 
-    Only data movement and ops monotone in it keep it (seed 001); gradient
+    Only data movement and ops monotone in it keep it (docs/spec.md#pending-reductions); gradient
     Varying (the rank attaining the max gets it).
     """
 
@@ -204,16 +205,19 @@ SpmdTypeLike = Union[_LocalTypeMeta, S]
 
 
 def tensor_type_of(annotations: Any) -> core.TensorType:
-    """``(S(0)@(dp, tp), R@cp)`` -> the :class:`~spmd_stubs.core.TensorType` it spells."""
-    mapping: dict[str, core.AxisType] = {}
-    for annotation in annotations:
-        if not isinstance(annotation, AxisAnnotation):
-            raise TypeError(f"expected TYPE@axis entries such as R@tp or S(0)@(dp, tp), got {annotation!r}")
-        for name, axis_type in annotation.entries():
-            if name in mapping:
-                raise ValueError(f"axis {name} is given twice ({mapping[name].on(name)} and {axis_type.on(name)})")
-            mapping[name] = axis_type
-    return core.TensorType.of(mapping)
+    """``(S(0)@(dp, tp), R@cp)`` -> the :class:`~spmd_stubs.core.TensorType` it spells.
+
+    ``TypeError`` for an entry that is not ``TYPE@axis``;
+    :class:`~spmd_stubs.core.axis_types.DuplicateAxisError` (a ``ValueError``)
+    for an axis given twice.
+    """
+    return tensor_type_from(entry for annotation in annotations for entry in _checked(annotation).entries())
+
+
+def _checked(annotation: object) -> AxisAnnotation:
+    if not isinstance(annotation, AxisAnnotation):
+        raise TypeError(f"expected TYPE@axis entries such as R@tp or S(0)@(dp, tp), got {annotation!r}")
+    return annotation
 
 
 def to_axis_type(value: Any) -> core.AxisType:

@@ -19,13 +19,14 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence, Union
+from typing import Iterable, Mapping, Sequence, Union
 
+from spmd_stubs.core.errors import Code, SpmdTypeError
 
 
 class Kind(enum.Enum):
     R = "R"
-    I = "I"  # noqa: E741 -- the seed's name for invariant
+    I = "I"  # noqa: E741 -- the spec's name for invariant (docs/spec.md#types)
     V = "V"
     P = "P"
 
@@ -38,7 +39,7 @@ _KIND_TITLES = {Kind.R: "Replicate", Kind.I: "Invariant", Kind.V: "Varying", Kin
 
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
-"""The reductions a Partial can be pending (seed 001): those a Replicate value
+"""The reductions a Partial can be pending (docs/spec.md#pending-reductions): those a Replicate value
 can be partitioned into exactly.  ``product`` and the bitwise ops cannot, so
 they are not types."""
 
@@ -54,7 +55,7 @@ class AxisType:
     this axis's position among them, 0 the major one.  ``S(0)@(dp,tp)`` gives
     dp order 0 and tp order 1 (dim 0 is split over dp, each part over tp).
 
-    ``reduce`` is set only for P: the pending reduction (seed 001), ``sum``
+    ``reduce`` is set only for P: the pending reduction (docs/spec.md#pending-reductions), ``sum``
     (``P``), ``avg`` (``Pavg``), ``max`` (``Pmax``) or ``min`` (``Pmin``).
     """
 
@@ -103,7 +104,7 @@ Varying = AxisType(Kind.V)
 Partial = AxisType(Kind.P)
 
 
-def Shard(dim: int, order: int | None = None) -> AxisType:  # noqa: N802 -- mirrors the seed's S(i)
+def Shard(dim: int, order: int | None = None) -> AxisType:  # noqa: N802 -- mirrors the spec's S(i)
     return AxisType(Kind.V, dim, order)
 
 
@@ -182,17 +183,10 @@ class TensorType:
 
     @classmethod
     def parse(cls, text: str) -> "TensorType":
-        mapping: dict[str, AxisType] = {}
-        for part in _split_top_level(text):
-            kind_text, sep, written = part.partition("@")
-            if not sep or not written.strip():
-                raise ValueError(f"expected TYPE@axis, got {part!r}")
-            axis_type = parse_axis_type(kind_text)
-            for axis, typ in _spread(axis_type, written.strip()):
-                if axis in mapping:
-                    raise ValueError(f"axis {axis} is given twice in {text!r}")
-                mapping[axis] = typ
-        return cls.of(mapping)
+        """``"S(0)@(dp,tp), R@cp"`` -> its TensorType (ValueError, with the fix, for bad text)."""
+        return tensor_type_from(
+            (entry for part in _split_top_level(text) for entry in _parse_entry(part)), where=repr(text)
+        )
 
     def as_dict(self) -> dict[str, AxisType]:
         return dict(self.axes)
@@ -241,6 +235,14 @@ class TensorType:
         return ", ".join(self._entries())
 
 
+def _parse_entry(part: str) -> list[tuple[str, AxisType]]:
+    """One ``TYPE@axis`` (or ``S(i)@(a, b)``) of a TensorType's text -> its ``(axis, type)`` entries."""
+    kind_text, sep, written = part.partition("@")
+    if not sep or not written.strip():
+        raise ValueError(f"expected TYPE@axis, got {part!r}")
+    return _spread(parse_axis_type(kind_text), written.strip())
+
+
 def _spread(axis_type: AxisType, written: str) -> list[tuple[str, AxisType]]:
     """``S(0)`` over ``"(dp,tp)"`` -> dp as S(0) order 0, tp as S(0) order 1."""
     if not (written.startswith("(") and written.endswith(")")):
@@ -260,3 +262,65 @@ def shard_group(axis_type: AxisType, axes: Sequence[str]) -> list[tuple[str, Axi
     return [(axis, Shard(axis_type.shard, order)) for order, axis in enumerate(axes)]
 
 
+# --------------------------------------------------------------------------
+# One type per mesh axis
+# --------------------------------------------------------------------------
+
+
+class DuplicateAxisError(SpmdTypeError):
+    """A mesh axis given twice where each axis takes one type, or is named once.
+
+    A ``ValueError`` (through :class:`~spmd_stubs.core.SpmdTypeError`):
+    ``axis`` is the repeated axis, ``code`` the rule the caller reports it
+    under (``spmd-annotation`` unless it says otherwise).  Every place that
+    reads types or axes raises it, with one message shape: ``[where: ]axis
+    tp is given twice (R@tp and V@tp): give each mesh axis one type``.
+    """
+
+
+def tensor_type_from(
+    entries: Iterable[tuple[str, AxisType]], where: str = "", code: Code = Code.ANNOTATION
+) -> TensorType:
+    """``[("tp", R), ("dp", S(0))]`` -> their TensorType: one type per mesh axis (docs/spec.md#types).
+
+    An axis given twice raises :class:`DuplicateAxisError` naming the axis,
+    both types and the fix; ``where`` (e.g. ``"redistribute's src"``) starts
+    the message, ``code`` is the error code it carries.
+
+    >>> str(tensor_type_from([("tp", Replicate), ("dp", Shard(0))]))
+    'S(0)@dp, R@tp'
+    >>> tensor_type_from([("tp", Replicate), ("tp", Varying)])
+    Traceback (most recent call last):
+    ...
+    spmd_stubs.core.axis_types.DuplicateAxisError: axis tp is given twice (R@tp and V@tp): give each mesh axis one type
+    """
+    mapping: dict[str, AxisType] = {}
+    for axis, axis_type in entries:
+        if axis in mapping:
+            both = f"({mapping[axis].on(axis)} and {axis_type.on(axis)})"
+            raise _given_twice(axis, both, "give each mesh axis one type", where, code)
+        mapping[axis] = axis_type
+    return TensorType.of(mapping)
+
+
+def distinct_axes(names: Iterable[str], where: str = "", code: Code = Code.ANNOTATION) -> tuple[str, ...]:
+    """``names`` (mesh axes, as a binding or a decorator lists them) with each axis at most once.
+
+    An axis named twice raises :class:`DuplicateAxisError` in the shape of
+    :func:`tensor_type_from`'s, showing the names as given.
+
+    >>> distinct_axes(["dp", "tp", "dp"])
+    Traceback (most recent call last):
+    ...
+    spmd_stubs.core.axis_types.DuplicateAxisError: axis dp is given twice in (dp, tp, dp): name each mesh axis once
+    """
+    names = tuple(names)
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise _given_twice(name, f"in ({', '.join(names)})", "name each mesh axis once", where, code)
+    return names
+
+
+def _given_twice(axis: str, detail: str, fix: str, where: str, code: Code) -> DuplicateAxisError:
+    prefix = f"{where}: " if where else ""
+    return DuplicateAxisError(code, axis, f"{prefix}axis {axis} is given twice {detail}: {fix}")

@@ -52,14 +52,14 @@ def _same(value: torch.Tensor) -> Parts:
 def check_layouts(world: World, mesh: DeviceMesh) -> None:
     """distribute_tensor with placements_of(type) puts on each rank the part the type says; and back."""
     full = torch.arange(8.0 * 4).reshape(8, 4)
-    for annotations in [
+    for written in [
         (S(0) @ (dp, tp),),
         (S(0) @ (tp, dp),),
         (S(1) @ tp, S(0) @ dp),
         (S(0) @ tp, R @ dp),
         (S(-1) @ (tp, dp),),
     ]:
-        tensor_type = tensor_type_of(annotations)
+        tensor_type = tensor_type_of(written)
         placements = spmd.placements_of(tensor_type, mesh)
         dt = distribute_tensor(full, mesh, placements)
         parts = world.parts(dt.to_local())
@@ -81,14 +81,14 @@ def check_to_local_gradients(world: World, mesh: DeviceMesh) -> None:
         # R on dp, I on tp: the use is the same within a tp group, summed over dp.
         ((R @ dp, I @ tp), per_dp, per_dp[0] + per_dp[2]),
     ]
-    for annotations, weights, want in cases:
+    for written, weights, want in cases:
         x = world.make(_same(value)).requires_grad_()
         dt = DTensor.from_local(x, mesh, [Replicate(), Replicate()])
-        y = spmd.to_local(dt, *annotations)
+        y = spmd.to_local(dt, *written)
         (y * world.make(weights)).sum().backward()
         grads = world.parts(x.grad)
         for rank in RANKS:
-            _close(grads[rank], want, f"to_local{annotations}: gradient on rank {rank}")
+            _close(grads[rank], want, f"to_local{written}: gradient on rank {rank}")
 
 
 def _replicated_out(dt: DTensor, mesh: DeviceMesh) -> torch.Tensor:

@@ -22,7 +22,7 @@ from spmd_world import GROUPS, Check, gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
-from spmd_stubs import P, R, S, V
+from spmd_stubs import P, R, S
 from spmd_stubs.axes import tp
 
 

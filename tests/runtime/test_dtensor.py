@@ -24,7 +24,6 @@ import spmd_stubs as spmd
 from spmd_stubs import I, P, Pavg, Pmax, Pmin, R, S, V, core
 from spmd_stubs.core import TensorType
 from spmd_stubs.axes import dp, tp
-from spmd_stubs.types import tensor_type_of
 
 
 @pytest.mark.parametrize("name", list(CHECKS))

@@ -1,4 +1,7 @@
-"""Each Megatron helper behaves exactly as its typed equivalent in DESIGN's table."""
+"""Each Megatron helper behaves exactly as its typed equivalent in ``spmd_stubs.core.megatron_table``.
+
+The typed equivalents are the transitions of docs/spec.md#transitions.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from spmd_stubs import core, megatron
 from spmd_stubs.core import Shard
 from spmd_stubs.axes import ep, tp
 
-R, I, P = core.Replicate, core.Invariant, core.Partial
+R, I, P = core.Replicate, core.Invariant, core.Partial  # noqa: E741 -- the spec's names
 
 TABLE: list[tuple[str, Callable[[torch.Tensor], torch.Tensor], Case]] = [
     ("copy_to", megatron.copy_to_tensor_model_parallel_region, Case("convert", I, R)),

@@ -6,7 +6,6 @@ Gloo's own all_reduce and reduce_scatter run MAX/MIN here (the eager c10d path).
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import torch

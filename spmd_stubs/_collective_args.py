@@ -1,0 +1,88 @@
+"""The checks of :mod:`spmd_stubs.collectives`' arguments, and the errors a backend failure becomes.
+
+Type validity is not checked here but in the core (:func:`spmd_stubs.core.transition`,
+docs/spec.md#transitions); this module checks what the types do not say:
+``split_sizes=``, the partition specs ``redistribute`` takes, and the shapes
+the ranks pass (only after the fact: see :func:`backend_error`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import torch
+
+from spmd_stubs.core import AxisType, Step, TensorType, planner
+from spmd_stubs.types import AxisAnnotation, axis_name
+
+
+def checked_split_sizes(
+    split_sizes: Optional[Sequence[int]], size: int, label: str, src: AxisType, dst: AxisType
+) -> Optional[tuple[int, ...]]:
+    """``split_sizes=`` as a tuple: one non-negative part length per rank of axis ``label``, for a shard."""
+    if split_sizes is None:
+        return None
+    sizes = tuple(int(s) for s in split_sizes)
+    if src.shard is None and dst.shard is None:
+        raise ValueError(f"split_sizes needs a shard type S(i) as src or dst on axis {label}, not V")
+    if len(sizes) != size or any(s < 0 for s in sizes):
+        raise ValueError(
+            f"split_sizes={list(sizes)} must give one non-negative size per rank of axis "
+            f"{label} ({size} ranks)"
+        )
+    return sizes
+
+
+_MISMATCH_FIX = {
+    "all_reduce": "make the ranks' x the same shape before the call (the reduction is elementwise), "
+    "e.g. pad the shorter ones with torch.nn.functional.pad",
+    "all_gather": "make the ranks' parts the same shape, or for parts of different lengths along the "
+    "shard dim pass split_sizes= (one length per rank) with src=S(i)",
+    "reduce_scatter": "make the ranks' x the same shape before the call; pass split_sizes= with dst=S(i) "
+    "to give the ranks parts of different lengths",
+    "all_to_all": "make the ranks' x the same shape before the call; pass split_sizes= with S(i) for "
+    "parts of different lengths",
+}
+
+
+def backend_error(step: Step, axis: str, x: torch.Tensor, error: RuntimeError) -> ValueError:
+    """The backend's error in a collective, with the axis, the call, the local shape and the fix."""
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+    fix = _MISMATCH_FIX.get(step.op, f"make the ranks' x the same shape and dtype before {step.op}")
+    return ValueError(
+        f"{step.call(axis)} failed in the communication backend on this rank, whose x has shape "
+        f"{tuple(x.shape)} and dtype {x.dtype}: {reason}. "
+        f"The usual cause is ranks of axis {axis} passing tensors of different shapes or dtypes. "
+        f"Fix: {fix}. TORCH_DISTRIBUTED_DEBUG=DETAIL makes torch compare the shapes before every "
+        f"collective, so that every rank reports a mismatch instead of some of them crashing or hanging."
+    )
+
+
+# --------------------------------------------------------------------------
+# redistribute between partition specs
+# --------------------------------------------------------------------------
+
+
+def is_spec(value: Any) -> bool:
+    """A partition spec is a tuple/list of ``TYPE@axis`` (a flattened axis is a tuple of axes)."""
+    return isinstance(value, (tuple, list)) and any(isinstance(item, AxisAnnotation) for item in value)
+
+
+def spec_of(spec: Any, role: str, axes: dict[str, Any]) -> TensorType:
+    """A written spec -> its TensorType; records each axis name's ``MeshAxis`` in ``axes``."""
+    if not isinstance(spec, (tuple, list)):
+        raise TypeError(
+            f"redistribute's {role} spec must be a tuple of TYPE@axis entries such as (S(0)@(dp, tp), R@cp), "
+            f"got {spec!r}"
+        )
+    entries: list[tuple[str, AxisType]] = []
+    for annotation in spec:
+        if not isinstance(annotation, AxisAnnotation):
+            raise TypeError(
+                f"redistribute's {role} spec takes TYPE@axis entries such as R@tp or S(0)@(dp, tp), "
+                f"got {annotation!r}"
+            )
+        group = annotation.axis if isinstance(annotation.axis, tuple) else (annotation.axis,)
+        axes.update((axis_name(a), a) for a in group)
+        entries += annotation.entries()
+    return planner.spec_of_entries(entries, role)

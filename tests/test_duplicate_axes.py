@@ -34,11 +34,11 @@ from tests.plugin.harness import config_text, run_mypy
 
 SHAPE = re.compile(
     r"^(?:(?P<where>.+): )?axis (?P<axis>\w+) is given twice "
-    r"(?:\((?P<first>\S+) and (?P<second>\S+)\): give each mesh axis one type"
-    r"|in \((?P<names>[\w, ]+)\): name each mesh axis once)$"
+    r"(?:\((?P<first>\S+) and (?P<second>\S+)\)\. Fix: give each mesh axis one type\."
+    r"|in \((?P<names>[\w, ]+)\)\. Fix: name each mesh axis once\.)$"
 )
-"""The one message shape: ``[where: ]axis tp is given twice (R@tp and V@tp): give each mesh axis one type``,
-or for plain names ``[where: ]axis tp is given twice in (tp, tp): name each mesh axis once``."""
+"""The one message shape: ``[where: ]axis tp is given twice (R@tp and V@tp). Fix: give each mesh axis one type.``,
+or for plain names ``[where: ]axis tp is given twice in (tp, tp). Fix: name each mesh axis once.``."""
 
 
 def _raised(call: Callable[[], Any]) -> DuplicateAxisError:
@@ -70,7 +70,7 @@ def _types(message: str) -> tuple[str, str]:
 def test_the_core_names_the_axis_both_types_and_the_fix() -> None:
     entries = [("tp", parse_axis_type("R")), ("dp", parse_axis_type("V")), ("tp", parse_axis_type("V"))]
     error = _raised(lambda: tensor_type_from(entries))
-    assert str(error) == "axis tp is given twice (R@tp and V@tp): give each mesh axis one type"
+    assert str(error) == "axis tp is given twice (R@tp and V@tp). Fix: give each mesh axis one type."
     assert error.code is Code.ANNOTATION
 
 
@@ -163,7 +163,7 @@ def test_the_plugin_reports_it_with_the_same_message(tmp_path: Path, request: py
 
 def test_the_core_names_list() -> None:
     error = _raised(lambda: distinct_axes(["tp", "dp", "tp"], where="here"))
-    assert str(error) == "here: axis tp is given twice in (tp, dp, tp): name each mesh axis once"
+    assert str(error) == "here: axis tp is given twice in (tp, dp, tp). Fix: name each mesh axis once."
 
 
 @pytest.mark.parametrize("resolve", [group_of, group_and_size], ids=["group_of", "group_and_size"])
@@ -183,3 +183,13 @@ def test_out_partial_axes() -> None:
     x = torch.ones(2, 2)
     error = _raised(lambda: linear(x, x, out_partial_axes=(tp, tp)))
     assert _shape(str(error)).group("where") == "linear(..., out_partial_axes=...)"
+
+
+def test_redistribute_specs() -> None:
+    from spmd_stubs.core import planner
+
+    entries = [("tp", parse_axis_type("S(0)")), ("tp", parse_axis_type("R"))]
+    error = _raised(lambda: planner.spec_of_entries(entries, "src"))
+    assert _shape(str(error)).group("where") == "redistribute's src"
+    assert _types(str(error)) == ("S(0)@tp", "R@tp")
+    assert error.code is Code.COLLECTIVE

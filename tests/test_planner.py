@@ -446,7 +446,7 @@ def test_pending_reductions_that_do_not_commute() -> None:
 def test_an_axis_given_twice() -> None:
     entries = [("tp", core.Shard(0)), ("tp", core.Replicate)]
     error = _error(lambda: planner.spec_of_entries(entries, "dst"))
-    assert "dst gives axis tp twice (S(0)@tp and R@tp)" in str(error)
+    assert "redistribute's dst: axis tp is given twice (S(0)@tp and R@tp)" in str(error)
     twice = TensorType((("tp", core.Partial), ("tp", core.Replicate)))
     _error(lambda: planner.validate(twice, tt("R@tp")))
 

@@ -274,7 +274,7 @@ class DuplicateAxisError(SpmdTypeError):
     ``axis`` is the repeated axis, ``code`` the rule the caller reports it
     under (``spmd-annotation`` unless it says otherwise).  Every place that
     reads types or axes raises it, with one message shape: ``[where: ]axis
-    tp is given twice (R@tp and V@tp): give each mesh axis one type``.
+    tp is given twice (R@tp and V@tp). Fix: give each mesh axis one type.``.
     """
 
 
@@ -292,7 +292,7 @@ def tensor_type_from(
     >>> tensor_type_from([("tp", Replicate), ("tp", Varying)])
     Traceback (most recent call last):
     ...
-    spmd_stubs.core.axis_types.DuplicateAxisError: axis tp is given twice (R@tp and V@tp): give each mesh axis one type
+    spmd_stubs.core.axis_types.DuplicateAxisError: axis tp is given twice (R@tp and V@tp). Fix: give each mesh axis one type.
     """
     mapping: dict[str, AxisType] = {}
     for axis, axis_type in entries:
@@ -312,7 +312,7 @@ def distinct_axes(names: Iterable[str], where: str = "", code: Code = Code.ANNOT
     >>> distinct_axes(["dp", "tp", "dp"])
     Traceback (most recent call last):
     ...
-    spmd_stubs.core.axis_types.DuplicateAxisError: axis dp is given twice in (dp, tp, dp): name each mesh axis once
+    spmd_stubs.core.axis_types.DuplicateAxisError: axis dp is given twice in (dp, tp, dp). Fix: name each mesh axis once.
     """
     names = tuple(names)
     for index, name in enumerate(names):
@@ -323,4 +323,4 @@ def distinct_axes(names: Iterable[str], where: str = "", code: Code = Code.ANNOT
 
 def _given_twice(axis: str, detail: str, fix: str, where: str, code: Code) -> DuplicateAxisError:
     prefix = f"{where}: " if where else ""
-    return DuplicateAxisError(code, axis, f"{prefix}axis {axis} is given twice {detail}: {fix}")
+    return DuplicateAxisError(code, axis, f"{prefix}axis {axis} is given twice {detail}. Fix: {fix}.")

@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping, Optional, Sequence
 
-from spmd_stubs.core.axis_types import AxisType, Kind, Replicate, Shard, TensorType
+from spmd_stubs.core.axis_types import AxisType, Kind, Replicate, Shard, TensorType, tensor_type_from
 from spmd_stubs.core.comms import route, transition
 from spmd_stubs.core.errors import Code, SpmdTypeError
 
@@ -76,15 +76,6 @@ def error(axis: str, message: str) -> SpmdTypeError:
     return SpmdTypeError(Code.COLLECTIVE, axis, message)
 
 
-def _given_twice(axis: str, role: str, first: AxisType, second: AxisType) -> SpmdTypeError:
-    return error(
-        axis,
-        f"redistribute's {role} gives axis {axis} twice ({first.on(axis)} and {second.on(axis)}). "
-        "Fix: give each mesh axis one entry; several axes sharding one dim are one entry, e.g. "
-        "S(0)@(dp, tp) (major axis first).",
-    )
-
-
 def _dim(dim: int, ndim: Optional[int], axis: str, role: str) -> int:
     """``dim`` made non-negative, checked against the tensor's rank where it is known."""
     if ndim is None:
@@ -102,9 +93,8 @@ def spec_of(tensor_type: TensorType, role: str, ndim: Optional[int]) -> Spec:
     """Check one side of a redistribute and read it as a :class:`Spec`."""
     types: dict[str, AxisType] = {}
     by_dim: dict[int, list[tuple[Optional[int], str]]] = {}
+    spec_of_entries(tensor_type.axes, role)  # a type built from raw entries may repeat an axis
     for axis, t in tensor_type.axes:
-        if axis in types:
-            raise _given_twice(axis, role, types[axis], t)
         if t.kind is Kind.V and t.shard is None:
             raise error(
                 axis,
@@ -141,12 +131,7 @@ def spec_of_entries(entries: Iterable[tuple[str, AxisType]], role: str) -> Tenso
     ``role`` (``"src"``/``"dst"``) names the side in the error for an axis
     given twice (``spmd-collective``).
     """
-    mapping: dict[str, AxisType] = {}
-    for axis, t in entries:
-        if axis in mapping:
-            raise _given_twice(axis, role, mapping[axis], t)
-        mapping[axis] = t
-    return TensorType.of(mapping)
+    return tensor_type_from(entries, where=f"redistribute's {role}", code=Code.COLLECTIVE)
 
 
 def validate(src: TensorType, dst: TensorType, ndim: Optional[int] = None) -> None:

@@ -247,7 +247,7 @@ def test_invalid_specs(sim: SimWorld) -> None:
     error = _spec_error(lambda: spmd.redistribute(x, (spmd.V @ dp, S(0) @ tp), (spmd.V @ dp, R @ tp)))
     assert "V@dp" in str(error)
     error = _spec_error(lambda: spmd.redistribute(x, (S(0) @ tp, R @ tp), (R @ tp,)))
-    assert "src gives axis tp twice" in str(error)
+    assert "src: axis tp is given twice (S(0)@tp and R@tp)" in str(error)
     error = _spec_error(lambda: spmd.redistribute(x, (P @ dp, S(0) @ tp), (R @ tp,)))
     assert "src names axis dp" in str(error)
     error = _spec_error(lambda: spmd.redistribute(x, (S(2) @ tp,), (R @ tp,)))

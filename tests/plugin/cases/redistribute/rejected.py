@@ -19,7 +19,7 @@ def unnamed_axis_on_a_moved_dim(x: Tensor[S(0)@(dp, tp), R@cp]) -> None:
 def invalid_specs(x: Tensor[S(0)@tp, V@dp], z: Tensor[Pmax@dp, P@tp]) -> None:
     redistribute(x, (S(0)@tp, V@dp), (R@tp, V@dp))  # E: spmd-collective src has V@dp
     redistribute(x, (S(0)@tp,), (R@tp, R@dp))  # E: spmd-collective dst names axis dp (R@dp) but its src does not
-    redistribute(x, (S(0)@tp, R@tp), (R@tp,))  # E: spmd-collective src gives axis tp twice (S(0)@tp and R@tp)
+    redistribute(x, (S(0)@tp, R@tp), (R@tp,))  # E: spmd-collective src: axis tp is given twice (S(0)@tp and R@tp)
     redistribute(z, (Pmax@dp, P@tp), (R@dp, R@tp))  # E: spmd-collective do not commute
     redistribute(x, (R@(dp, tp),), (S(0)@(dp, tp),))  # E: spmd-annotation only a shard spans several axes # E: operator
     redistribute(x, (S(0),), (R@tp,))  # E: spmd-annotation redistribute's src spec takes TYPE@axis arguments # E: arg-type

@@ -30,11 +30,11 @@ from torch.testing._internal.distributed.fake_pg import FakeStore  # registers t
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import spmd_stubs as spmd  # noqa: E402
-from spmd_stubs.axes import dp, tp  # noqa: E402
-from spmd_stubs.types import to_axis_type  # noqa: E402
+from bench_step import RAW
 
-from bench_step import RAW  # noqa: E402
+import spmd_stubs as spmd
+from spmd_stubs.axes import dp, tp
+from spmd_stubs.types import to_axis_type
 
 SHAPE = (4, 8)  # dim 0 splits over tp; V is stacked on it
 

@@ -40,12 +40,12 @@ from torch.distributed.device_mesh import init_device_mesh
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gpt"))
 
-import spmd_stubs as spmd  # noqa: E402
-from spmd_stubs import I, P, Pmax, R, S, V  # noqa: E402
-from spmd_stubs.axes import dp, tp  # noqa: E402
+import tp_gpt
+from gloo_launch import spawn
 
-import tp_gpt  # noqa: E402
-from gloo_launch import spawn  # noqa: E402
+import spmd_stubs as spmd
+from spmd_stubs import I, P, Pmax, R, S, V
+from spmd_stubs.axes import dp, tp
 
 MESH = (2, 2)  # (dp, tp)
 WARMUP = 5

@@ -19,9 +19,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests" / "fuzz"), str(REPO / "tests" / "property")]
 
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-
 from fuzz_sources import modules  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from test_fuzz_plugin import UNTYPED_CODE_BASES, check_untyped_code, fuzz_round  # noqa: E402
 
 

@@ -20,8 +20,7 @@ import argparse
 from fractions import Fraction
 from typing import Optional, Sequence
 
-from spmd_stubs.core import planner
-from spmd_stubs.core import TensorType
+from spmd_stubs.core import TensorType, planner
 
 HEADER = (
     "| src | dst | naive: collectives (steps) | planned: collectives (steps) | saved | "

@@ -25,7 +25,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests" / "property")]
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-
 from spmd_programs import Program, programs  # noqa: E402
 from spmd_soundness import Report, process_batch, simulated_world  # noqa: E402
 

@@ -24,11 +24,11 @@ from mypy.nodes import Context, Expression, MypyFile, PlaceholderNode, RefExpr, 
 from mypy.plugin import AnalyzeTypeContext
 from mypy.types import AnyType, RawExpressionType, Type, TypeOfAny, UnboundType
 
+from spmd_mypy import errorcodes
+from spmd_mypy.representation import TENSOR, with_spmd
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Code, Invariant, Partial, PartialOf, Replicate, Shard, TensorType, Varying
 from spmd_stubs.core.axis_types import DuplicateAxisError, tensor_type_from
-from spmd_mypy import errorcodes
-from spmd_mypy.representation import TENSOR, with_spmd
 
 SPMD_TENSOR = "spmd_stubs.types.Tensor"
 MESH_AXIS = "spmd_stubs.types.MeshAxis"

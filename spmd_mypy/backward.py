@@ -14,11 +14,11 @@ from typing import Callable
 from mypy.plugin import AttributeContext, FunctionContext, MethodContext
 from mypy.types import NoneType, Type, get_proper_type
 
-from spmd_stubs import core
-from spmd_stubs.core import SpmdTypeError, TensorType
 from spmd_mypy import report
 from spmd_mypy.inference import Actual, tensors_in
 from spmd_mypy.representation import members, result_type, spmd_members
+from spmd_stubs import core
+from spmd_stubs.core import SpmdTypeError, TensorType
 
 
 def _explicit(types: list[Type]) -> bool:

@@ -6,9 +6,9 @@ from mypy.errorcodes import ErrorCode
 from mypy.nodes import Context
 from mypy.plugin import CheckerPluginInterface
 
-from spmd_stubs.core import SpmdTypeError
 from spmd_mypy import errorcodes
 from spmd_mypy.annotations import AnnotationError, source_text_of
+from spmd_stubs.core import SpmdTypeError
 
 _MAX_SNIPPET = 60
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from spmd_stubs.ops import einsum as einsum
     from spmd_stubs.ops import linear as linear
     from spmd_stubs.ops import matmul as matmul
-    from spmd_stubs.ops import sum as sum
+    from spmd_stubs.ops import sum as sum  # noqa: A004 -- spmd.sum, left out of __all__
     from spmd_stubs.regions import global_spmd, local_map
 
 _LAZY = {

@@ -29,10 +29,9 @@ import torch
 import torch.distributed as dist
 
 from spmd_stubs import core
-from spmd_stubs.core import planner
-from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
 from spmd_stubs._collective_args import backend_error, checked_split_sizes, is_spec, spec_of
-from spmd_stubs.core import AxisType, Kind, Step
+from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
+from spmd_stubs.core import AxisType, Kind, Step, planner
 from spmd_stubs.mesh import AxisLike, axes_label, group_and_size, group_of, mesh_dim_order
 from spmd_stubs.types import AxisAnnotation, P, SpmdTypeLike, to_axis_type
 

@@ -32,7 +32,8 @@ from typing import Literal, Optional, Sequence, overload
 import torch.distributed as dist
 
 from spmd_stubs.axes import ep, tp
-from spmd_stubs.collectives import all_gather, all_reduce, all_to_all as _all_to_all, convert, reduce_scatter
+from spmd_stubs.collectives import all_gather, all_reduce, convert, reduce_scatter
+from spmd_stubs.collectives import all_to_all as _all_to_all
 from spmd_stubs.types import I, P, R, S, Tensor, V
 
 __all__ = [

@@ -13,7 +13,6 @@ import pytest
 
 from spmd_stubs import core
 from spmd_stubs.core import (
-    Monotone,
     SCALAR,
     Apply,
     Arg,
@@ -21,6 +20,7 @@ from spmd_stubs.core import (
     Code,
     Invariant,
     Linearity,
+    Monotone,
     Partial,
     Replicate,
     Shard,

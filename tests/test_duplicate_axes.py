@@ -20,6 +20,8 @@ from typing import Any, Callable
 import pytest
 import torch
 
+from spmd_mypy.annotations import AnnotationError
+from spmd_mypy.annotations import tensor_type_of as plugin_tensor_type_of
 from spmd_stubs import I, R, S, V
 from spmd_stubs.axes import dp, tp
 from spmd_stubs.core import Code, SpmdTypeError, TensorType, parse_axis_type
@@ -28,8 +30,6 @@ from spmd_stubs.mesh import group_and_size, group_of
 from spmd_stubs.ops import linear
 from spmd_stubs.regions import global_spmd, local_map
 from spmd_stubs.types import tensor_type_of
-from spmd_mypy.annotations import AnnotationError
-from spmd_mypy.annotations import tensor_type_of as plugin_tensor_type_of
 from tests.plugin.harness import config_text, run_mypy
 
 SHAPE = re.compile(

@@ -28,7 +28,8 @@ def _modules() -> list[str]:
     for package in PACKAGES:
         names.append(package.__name__)
         for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
-            names.append(info.name)
+            if not info.name.endswith(".__main__"):  # importing it runs the command
+                names.append(info.name)
     return sorted(names)
 
 

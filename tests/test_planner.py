@@ -24,8 +24,7 @@ import numpy as np
 import pytest
 
 from spmd_stubs import core
-from spmd_stubs.core import planner
-from spmd_stubs.core import AxisType, Code, Kind, SpmdTypeError, TensorType
+from spmd_stubs.core import AxisType, Code, Kind, SpmdTypeError, TensorType, planner
 from spmd_stubs.core.planner import PlannedStep
 
 MESH = {"dp": 2, "cp": 3, "tp": 2}

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from gloo_launch import run_here, spawn, under_torchrun
+from gpt_reference import reference_loss
 from torch.distributed.device_mesh import init_device_mesh
+from tp_gpt import GPT, Config, Params, gpt_loss, init_full_params, sync_data_parallel_grads, tp_shard
 
 import spmd_stubs as spmd
 from spmd_stubs import I, S
 from spmd_stubs.axes import dp, tp
-from gloo_launch import run_here, spawn, under_torchrun
-from gpt_reference import reference_loss
-from tp_gpt import GPT, Config, Params, gpt_loss, init_full_params, sync_data_parallel_grads, tp_shard
 
 MESH = (2, 2)  # (dp, tp)
 LR = 0.1

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from spmd_stubs.core.axis_types import AxisType, Kind, Operand, Partial, Replicate, Scalar
-from spmd_stubs.core.errors import Code, SpmdTypeError
 from spmd_stubs.core.comms import instead
-
+from spmd_stubs.core.errors import Code, SpmdTypeError
 
 
 def check_inplace(op: str, written: AxisType, result: AxisType | None, axis: str) -> None:

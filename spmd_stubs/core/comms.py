@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from spmd_stubs.core.axis_types import AxisType, Kind, Varying
 from spmd_stubs.core.errors import Code, SpmdTypeError
 
-
 _DUAL_KIND = {Kind.R: Kind.P, Kind.P: Kind.R, Kind.I: Kind.I, Kind.V: Kind.V}
 
 

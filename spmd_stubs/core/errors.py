@@ -9,7 +9,6 @@ from __future__ import annotations
 import enum
 
 
-
 class Code(str, enum.Enum):
     """Error codes; all are sub-codes of ``spmd`` in the plugin."""
 

@@ -14,7 +14,6 @@ import sys
 from collections import defaultdict
 
 import pytest
-
 from spmd_examples import (
     BUGS,
     ERROR_LINE,

@@ -17,8 +17,8 @@ from spmd_stubs.regions import global_axes_of
 
 sys.path.insert(0, str(GPT))
 sys.path.insert(0, str(EXAMPLES))
-import global_mlp  # noqa: E402
-import tp_gpt  # noqa: E402
+import global_mlp
+import tp_gpt
 
 
 def test_global_example_type_checks_clean(example_mypy_run: MypyRun) -> None:

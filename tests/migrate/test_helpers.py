@@ -134,7 +134,7 @@ def test_dynamic_or_unknown_arguments_keep_the_call_with_a_todo(call: str, todo:
     name = call.partition("(")[0]
     code = MEGATRON.format(name=name) + f"y = {call}\n"
     result = migrate_source(code, "pkg.mod")
-    assert f"\n# TODO(spmd-migrate): " in result.code
+    assert "\n# TODO(spmd-migrate): " in result.code
     assert todo in result.code
     assert f"y = {call}\n" in result.code  # the call itself is kept
     assert (result.report.rewritten, result.report.todos) == (0, 1)

@@ -72,7 +72,7 @@ def test_average_is_kept() -> None:
 )
 def test_ambiguous_collectives_keep_the_call_with_a_todo(line: str, reason: str) -> None:
     result = migrate(f"buf = x * 2\n{line}\n", replicated_dst="R")
-    assert f"    # TODO(spmd-migrate): " in result.code
+    assert "    # TODO(spmd-migrate): " in result.code
     assert reason in result.code
     assert f"    {line}\n" in result.code
     assert (result.report.rewritten, result.report.todos) == (0, 1)

@@ -7,8 +7,8 @@ import torch.distributed
 
 import spmd_stubs.megatron as typed_megatron
 from spmd_mypy.migrate.raw import RAW_COLLECTIVES
-from spmd_stubs.core.megatron_table import HELPERS
 from spmd_stubs import core
+from spmd_stubs.core.megatron_table import HELPERS
 from spmd_stubs.types import axis_name, to_axis_type
 
 

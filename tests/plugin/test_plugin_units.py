@@ -1,4 +1,4 @@
-"""Unit tests of the plugin's pieces that need no mypy run: config loading and the crash guard."""
+"""Unit tests of the plugin's pieces that need no mypy run: config loading, the crash guard, shape arguments."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from mypy.nodes import ARG_POS, Expression, IndexExpr, IntExpr, MemberExpr, NameExpr, StrExpr, TupleExpr, UnaryExpr
 
 from spmd_mypy import config, errorcodes
-from spmd_mypy.report import balanced
+from spmd_mypy.global_mode.arguments import CallArgs, behaviour_of
 from spmd_mypy.main import guarded
+from spmd_mypy.report import balanced
+from spmd_stubs.core import sharding, torch_ops
 
 
 @pytest.mark.parametrize(
@@ -82,3 +85,40 @@ def test_every_code_is_an_spmd_sub_code() -> None:
 )
 def test_snippets_get_their_opening_parentheses(text: str, expected: str) -> None:
     assert balanced(text) == expected
+
+
+def _name(name: str, fullname: str = "") -> NameExpr:
+    expr = NameExpr(name)
+    expr.fullname = fullname
+    return expr
+
+
+def _call(**arguments: Expression) -> CallArgs:
+    """A method call on ``x`` passing each argument by its parameter's name."""
+    return CallArgs({name: [(expr, ARG_POS)] for name, expr in arguments.items()}, _name("x"))
+
+
+def _x_shape(index: int) -> IndexExpr:
+    return IndexExpr(MemberExpr(_name("x"), "shape"), IntExpr(index))
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "behaviour"),
+    [
+        ("softmax", _call(dim=UnaryExpr("-", IntExpr(1))), sharding.Along((-1,))),
+        ("max", _call(other=_name("y")), sharding.Pointwise()),
+        ("sum", _call(dim=TupleExpr([IntExpr(0), IntExpr(1)]), keepdim=_name("True", "builtins.True")),
+         sharding.Reduce((0, 1), True, "sum", torch_ops.OPS["sum"].spmd)),
+        ("view", _call(size=TupleExpr([_x_shape(0), UnaryExpr("-", IntExpr(1))])), sharding.View(1, 0, 2)),
+        ("einsum", _call(args=StrExpr("ij,jk->ik")), sharding.Einsum("ij,jk->ik", torch_ops.OPS["einsum"].spmd)),
+        ("addmm", _call(), sharding.Opaque("has no shard propagation rule")),
+        ("softmax", _call(), sharding.Opaque("has no shard propagation rule for this call (dim is not given)")),
+        ("softmax", _call(dim=_name("d")),
+         sharding.Opaque("has no shard propagation rule for this call (a dim that is not an int literal)")),
+        ("view", _call(), sharding.Opaque("has no shard propagation rule for this call (no shape)")),
+        ("einsum", _call(args=_name("equation")),
+         sharding.Opaque("has no shard propagation rule for this call (the equation is not a string literal)")),
+    ],
+)
+def test_shape_arguments_are_read_from_the_call(op: str, args: CallArgs, behaviour: sharding.Behaviour) -> None:
+    assert behaviour_of(torch_ops.OPS[op], args) == behaviour

@@ -15,8 +15,8 @@ from torch.distributed.tensor import DTensor, Partial, Replicate, distribute_ten
 
 import spmd_stubs as spmd
 from spmd_stubs import I, P, Pavg, Pmax, Pmin, R, S
-from spmd_stubs.core import AxisType, TensorType
 from spmd_stubs.axes import dp, tp
+from spmd_stubs.core import AxisType, TensorType
 from spmd_stubs.types import tensor_type_of
 
 RANKS = range(4)

@@ -20,7 +20,7 @@ import spmd_stubs as spmd
 from spmd_stubs import I, Pavg, Pmax, Pmin, R, S, V, core
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-import vocab_parallel_softmax  # noqa: E402
+import vocab_parallel_softmax
 
 PENDING = {"avg": Pavg, "max": Pmax, "min": Pmin}
 REDUCE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {

@@ -65,7 +65,7 @@ def cases() -> list[Case]:
         for src in _forms(s) if op != "all_to_all" else [AxisType(s)]:
             for dst in _forms(d) if op not in ("all_to_all", "reinterpret") else [AxisType(d)]:
                 out.append(Case(op, src, dst, expert=gated))
-    V_, S0, S1, Sm1 = core.Varying, *_SHARDS
+    V_, S0, S1, Sm1 = core.Varying, *_SHARDS  # noqa: N806 -- the spec's names for the types
     out += [Case("all_to_all", a, b) for a, b in [(S0, S1), (S1, S0), (Sm1, S0), (S0, S0), (S1, Sm1)]]
     out += [Case(op, V_, d) for op, d in [("all_reduce", core.Replicate), ("all_reduce", core.Invariant), ("reduce_scatter", S0)]]
     out += [Case("all_reduce", src, d, avg=True) for src in (core.Partial, V_) for d in (core.Replicate, core.Invariant)]

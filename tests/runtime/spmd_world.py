@@ -23,10 +23,9 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from spmd_cases import Parts
 from torch.distributed._local_tensor import LocalTensorMode
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-
-from spmd_cases import Parts
 
 WORLD_SIZE = 4
 MESH_SHAPE = (2, 2)

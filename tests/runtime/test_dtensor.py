@@ -22,8 +22,8 @@ from torch.distributed.tensor.placement_types import _MaskPartial, _StridedShard
 
 import spmd_stubs as spmd
 from spmd_stubs import I, P, Pavg, Pmax, Pmin, R, S, V, core
-from spmd_stubs.core import TensorType
 from spmd_stubs.axes import dp, tp
+from spmd_stubs.core import TensorType
 
 
 @pytest.mark.parametrize("name", list(CHECKS))

@@ -10,8 +10,8 @@ from spmd_world import SimWorld
 
 import spmd_stubs as spmd
 from spmd_stubs import I, P, R, S, V, core
-from spmd_stubs.core import SpmdTypeError
 from spmd_stubs.axes import cp, dp, tp
+from spmd_stubs.core import SpmdTypeError
 from spmd_stubs.mesh import UnboundAxisError
 from spmd_stubs.types import to_axis_type
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 import functools
 import sys
 import zlib
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from contextlib import AbstractContextManager
 from typing import Callable, Union
 
 import pytest

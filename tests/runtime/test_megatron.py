@@ -14,8 +14,8 @@ from spmd_world import GROUPS, SimWorld
 
 import spmd_stubs as spmd
 from spmd_stubs import core, megatron
-from spmd_stubs.core import Shard
 from spmd_stubs.axes import ep, tp
+from spmd_stubs.core import Shard
 
 R, I, P = core.Replicate, core.Invariant, core.Partial  # noqa: E741 -- the spec's names
 

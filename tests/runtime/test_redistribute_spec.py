@@ -26,9 +26,8 @@ from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
 from spmd_stubs import I, P, Pavg, Pmax, Pmin, R, S, core
-from spmd_stubs.core import planner
-from spmd_stubs.core import AxisType, Code, Kind, SpmdTypeError, TensorType
 from spmd_stubs.axes import cp, dp, tp
+from spmd_stubs.core import AxisType, Code, Kind, SpmdTypeError, TensorType, planner
 
 AXES: dict[str, Any] = {"dp": dp, "tp": tp}
 SIZES = {"dp": 2, "tp": 2}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional, Sequence, TypeVar, overload
+from typing import Any, Callable, Literal, Optional, Sequence, TypeVar, cast, overload
 
 import torch
 import torch.distributed as dist
@@ -156,12 +156,16 @@ class _Typed(torch.autograd.Function):
         return out, None, None, None
 
 
+_record = cast("Callable[[torch.Tensor, _Plan, Comm, int], torch.Tensor]", _Typed.apply)
+"""``_Typed.apply``, which torch leaves unannotated."""
+
+
 def _apply(x: torch.Tensor, plan: _Plan, comm: Comm, divisor: int) -> torch.Tensor:
     """``plan`` on ``x``, recorded for autograd only where a gradient can flow."""
     if plan.passthrough and divisor == 1:
         return x
     if torch.is_grad_enabled() and x.requires_grad:
-        return _Typed.apply(x, plan, comm, divisor)
+        return _record(x, plan, comm, divisor)
     return plan.run(x, comm, divisor)
 
 

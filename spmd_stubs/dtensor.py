@@ -53,7 +53,7 @@ backward (the extremum and the number of ranks tying for it).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, cast
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh
@@ -257,7 +257,7 @@ def from_local(
     grads = [Replicate() if t.kind is Kind.P else g for (_, t), g in zip(per_dim, typed_grads)]
     for name, axis_type in per_dim:
         if axis_type.kind is Kind.P and axis_type.reduce != "sum" and x.requires_grad:
-            x = _Share.apply(x, _comm_of(mesh, name), axis_type.reduce)
+            x = _share(x, _comm_of(mesh, name), axis_type.reduce)
     dt = DTensor.from_local(x, mesh, wanted, shape=shape, stride=stride, grad_placements=grads)
     check_even_strided(wanted, dt.shape, mesh)
     return dt
@@ -300,3 +300,7 @@ class _Share(torch.autograd.Function):
         comm, reduce = ctx.comm, ctx.reduce
         reduced = all_reduce_on(x.detach(), comm.group, reduce) if reduce != "avg" else x
         return grad * partial_share(x.detach(), reduced, comm, reduce), None, None
+
+
+_share = cast("Callable[[torch.Tensor, Comm, str], torch.Tensor]", _Share.apply)
+"""``_Share.apply``, which torch leaves unannotated."""

@@ -19,10 +19,10 @@ from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
 from spmd_mypy.global_mode import refine
 from spmd_mypy.inference import ABSENT, Actual, OpCall, _on_axis, choices, infer
-from spmd_mypy.ops import Rule, effect_for, out_of_place, rule_for
 from spmd_mypy.representation import contains_tensor, has_spmd, result_type, spmd_members
 from spmd_stubs import core
 from spmd_stubs.core import SpmdTypeError, TensorType
+from spmd_stubs.core.torch_ops import Op, lookup, out_of_place
 
 _REFLECTED = {f"__r{n}__": n for n in "add sub mul matmul truediv floordiv mod pow and or xor".split()}
 
@@ -42,17 +42,17 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
     """Hook for ``Tensor.<name>``: operand 0 is the receiver."""
     if name == "__setitem__":
         return setitem_hook
-    base, inplace = out_of_place(name)
-    rule = rule_for(name)
+    inplace = out_of_place(name)[1]
+    record = lookup(name)
 
     def hook(ctx: MethodContext) -> Type:
-        if rule is None:
+        if record is None:
             return _unmodelled(ctx.api, ctx.context, name, [ctx.type], ctx.default_return_type, config)
         receiver = Actual(None, ctx.type)
         operands = [[receiver], *_actuals(ctx.arg_types, ctx.args)]
-        call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, effect_for(name))
-        call.refine = refine.op_refiner(ctx, name, call.name, method=True)
-        results = infer(rule, call)
+        call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, record.effect)
+        call.refine = refine.op_refiner(ctx, record, call.name, method=True)
+        results = infer(record.rule, call)
         if results is None:
             return ctx.default_return_type
         if inplace:
@@ -64,16 +64,16 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
 
 def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]:
     """Hook for ``torch.<name>`` / ``F.<name>``: operands are the parameters in order."""
-    rule = rule_for(name)
+    record = lookup(name)
 
     def hook(ctx: FunctionContext) -> Type:
-        if rule is None:
+        if record is None:
             flat = [t for types in ctx.arg_types for t in types]
             return _unmodelled(ctx.api, ctx.context, name, flat, ctx.default_return_type, config)
         actuals = _actuals(ctx.arg_types, ctx.args)
-        call = OpCall(display_name(name), actuals, ctx.context, ctx.api, config, effect_for(name))
-        call.refine = refine.op_refiner(ctx, name, call.name, method=False)
-        results = infer(rule, call)
+        call = OpCall(display_name(name), actuals, ctx.context, ctx.api, config, record.effect)
+        call.refine = refine.op_refiner(ctx, record, call.name, method=False)
+        results = infer(record.rule, call)
         if results is None:
             return ctx.default_return_type
         out = _out_argument(ctx)
@@ -84,13 +84,13 @@ def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type
     return hook
 
 
-def attribute_hook(rule: Rule, name: str, config: Config) -> Callable[[AttributeContext], Type]:
-    """Hook for view properties such as ``w.T``: a linear op on the receiver."""
+def attribute_hook(record: Op, name: str, config: Config) -> Callable[[AttributeContext], Type]:
+    """Hook for view properties such as ``w.T``: an op on the receiver."""
 
     def hook(ctx: AttributeContext) -> Type:
-        call = OpCall(name, [[Actual(None, ctx.type)]], ctx.context, ctx.api, config, effect_for(name))
-        call.refine = refine.attribute_refiner(ctx.api, ctx.context, name)
-        results = infer(rule, call)
+        call = OpCall(name, [[Actual(None, ctx.type)]], ctx.context, ctx.api, config, record.effect)
+        call.refine = refine.attribute_refiner(ctx.api, ctx.context, record, name)
+        results = infer(record.rule, call)
         return ctx.default_attr_type if results is None else result_type(ctx.default_attr_type, results)
 
     return hook

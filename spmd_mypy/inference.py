@@ -18,12 +18,13 @@ from mypy.nodes import CallExpr, Context, Expression, ListExpr, RefExpr, TupleEx
 from mypy.plugin import CheckerPluginInterface
 from mypy.types import Instance, NoneType, TupleType, Type, get_proper_type
 
-from spmd_stubs import core
-from spmd_stubs.core import SCALAR, Apply, Arg, AxisType, Effect, Expr, Replicate, Scalar, SpmdTypeError, TensorType
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
-from spmd_mypy.ops import CONSTANT_FACTORIES, FUNCTION_MODULES, Rule, Variadic
+from spmd_mypy.ops import FUNCTION_MODULES
 from spmd_mypy.representation import members, spmd_members, tensor_instance
+from spmd_stubs import core
+from spmd_stubs.core import SCALAR, Apply, Arg, AxisType, Effect, Expr, Replicate, Scalar, SpmdTypeError, TensorType
+from spmd_stubs.core.torch_ops import CONSTANT_FACTORIES, Rule, Variadic
 
 _MAX_COMBINATIONS = 64
 _NUMBERS = frozenset({"builtins.int", "builtins.float", "builtins.bool", "builtins.complex"})
@@ -62,7 +63,7 @@ class OpCall:
     api: CheckerPluginInterface
     config: Config
     effect: Effect = None
-    """What the op does to a pending max/min (``ops.EFFECTS``, by the op's own name: ``__rsub__`` is not ``sub``)."""
+    """What the op does to a pending max/min (its record's ``effect``: ``__rsub__`` is not ``sub``)."""
     refine: Callable[[Sequence[Choice], TensorType | None], TensorType | None] | None = None
     """Global SPMD (:mod:`spmd_mypy.global_mode`): the local result refined on the global axes."""
 

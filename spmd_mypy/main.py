@@ -40,9 +40,10 @@ from spmd_mypy.collectives import (
     UNTYPED_MODULES,
 )
 from spmd_mypy.global_mode import boundaries, refine, regions
-from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, TENSOR_ATTRIBUTES
+from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX
 from spmd_mypy.representation import TENSOR, add_hidden_parameter
 from spmd_stubs import core
+from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES
 
 Context = TypeVar("Context")
 

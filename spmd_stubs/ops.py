@@ -1,6 +1,6 @@
 """Contractions and reductions with an explicit partial result: ``out_partial_axes=``.
 
-Seed 000, "Shard propagation": in global SPMD a contraction or reduction over
+docs/spec.md#global-spmd: in global SPMD a contraction or reduction over
 a dim sharded on a mesh axis computes, on each rank, only a part of the
 global result.  DTensor would silently make the result Partial; here Partial
 is **never produced implicitly**, so such a call is a type error
@@ -64,7 +64,7 @@ def _check_dims(dim: object, op: str) -> None:
 def einsum(equation: str, *operands: torch.Tensor, out_partial_axes: Optional[AxesArg] = None) -> torch.Tensor:
     """``torch.einsum(equation, *operands)``; the result is a pending sum on ``out_partial_axes``.
 
-    Global SPMD (the seed's einsum rule): a label sharded on an axis must be
+    Global SPMD (the einsum rule, docs/spec.md#global-spmd): a label sharded on an axis must be
     sharded on it in every operand that uses it (and no operand may be
     sharded on that axis through an unused label).  A contracted label sharded
     on ``a`` needs ``a`` in ``out_partial_axes``; the result is then ``P@a``.

@@ -1,4 +1,4 @@
-"""Shard propagation rules (spmd_stubs.sharding), one axis at a time, accepted and rejected.
+"""Shard propagation rules (spmd_stubs.core.sharding), one axis at a time, accepted and rejected.
 
 Rejections name their code, the axis, the operand types and the fix.  A
 randomised test checks the reduction rule against the dims of the local
@@ -12,8 +12,20 @@ import random
 
 import pytest
 
-from spmd_stubs.core import sharding
-from spmd_stubs.core import SCALAR, Code, Invariant, Partial, PartialOf, Replicate, Shard, SpmdTypeError, TensorType, Varying
+from spmd_stubs.core import (
+    SCALAR,
+    Code,
+    Invariant,
+    Partial,
+    PartialOf,
+    Replicate,
+    Shard,
+    SpmdTypeError,
+    TensorType,
+    Varying,
+    sharding,
+    torch_ops,
+)
 from spmd_stubs.core.sharding import (
     Along,
     Concat,
@@ -35,7 +47,7 @@ from spmd_stubs.core.sharding import (
 )
 
 S = Shard
-R, I, V, P = Replicate, Invariant, Varying, Partial
+R, I, V, P = Replicate, Invariant, Varying, Partial  # noqa: E741 -- the types' names
 
 
 def run(behaviour, operands, partial=None, local=V, op="op"):
@@ -142,14 +154,21 @@ def test_unknown_operands_are_left_out():
 # Rejected
 # --------------------------------------------------------------------------
 
+def spmd_form(op):
+    """The spmd.* form the op's record names in its fixes."""
+    return torch_ops.OPS[op].spmd
+
+
 CONTRACTIONS = [
-    (Matmul(), [S(-1), S(0)], "matmul", "spmd.matmul(..., out_partial_axes=tp)"),
-    (Linear(), [S(-1), S(1)], "linear", "spmd.linear(..., out_partial_axes=tp)"),
+    (Matmul(spmd=spmd_form("matmul")), [S(-1), S(0)], "matmul", "spmd.matmul(..., out_partial_axes=tp)"),
+    (Matmul(("i,i->",)), [S(0), S(0)], "dot", "spmd.einsum(..., out_partial_axes=tp)"),
+    (Linear(spmd_form("linear")), [S(-1), S(1)], "linear", "spmd.linear(..., out_partial_axes=tp)"),
     (Einsum("blf,fd->bld"), [S(2), S(0)], "einsum", "spmd.einsum(..., out_partial_axes=tp)"),
-    (Reduce((-1,), False, "sum"), [S(-1)], "sum", "spmd.sum(..., out_partial_axes=tp)"),
-    (Reduce(None, False, "sum"), [S(0)], "sum", "spmd.sum"),
-    (Reduce((-1,), False, None), [S(-1)], "mean", "divided by the global size"),
-    (Reduce((-1,), False, "max"), [S(-1)], "amax", "spmd.amax(..., out_partial_axes=tp)"),
+    (Reduce((-1,), False, "sum", spmd_form("sum")), [S(-1)], "sum", "spmd.sum(..., out_partial_axes=tp)"),
+    (Reduce(None, False, "sum", spmd_form("sum")), [S(0)], "sum", "spmd.sum"),
+    (Reduce((-1,), False, None, spmd_form("mean")), [S(-1)], "mean", "divided by the global size"),
+    (Reduce((-1,), False, "max", spmd_form("amax")), [S(-1)], "amax", "spmd.amax(..., out_partial_axes=tp)"),
+    (Reduce((-1,), False, None, spmd_form("max")), [S(-1)], "max", "spmd.amax(..., out_partial_axes=tp), or"),
     (Reduce((-1,), False, None), [S(-1)], "argmax", "all_gather(x, tp, src=S(-1), dst=R)"),
 ]
 

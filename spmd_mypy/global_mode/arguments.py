@@ -10,6 +10,7 @@ gets an opaque behaviour: the op has no rule there.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from mypy.nodes import (
     ARG_STAR,
@@ -29,8 +30,8 @@ from mypy.nodes import (
 )
 from mypy.plugin import FunctionContext, MethodContext
 
-from spmd_mypy.ops import REQUIRED, Shape
 from spmd_stubs.core import sharding
+from spmd_stubs.core.torch_ops import REQUIRED, NoRule, Op, Param, Read, Value
 
 
 @dataclass
@@ -52,16 +53,12 @@ def call_args(ctx: FunctionContext | MethodContext, receiver: Expression | None)
     return CallArgs(by_name, receiver)
 
 
-class _NoRule(Exception):
-    """The call's dims are not static: the op has no rule here."""
-
-
 def _int(expr: Expression) -> int:
     if isinstance(expr, IntExpr):
         return expr.value
     if isinstance(expr, UnaryExpr) and expr.op == "-" and isinstance(expr.expr, IntExpr):
         return -expr.expr.value
-    raise _NoRule("a dim that is not an int literal")
+    raise NoRule("a dim that is not an int literal")
 
 
 def _ints(entries: list[tuple[Expression, ArgKind]]) -> tuple[int, ...]:
@@ -70,12 +67,13 @@ def _ints(entries: list[tuple[Expression, ArgKind]]) -> tuple[int, ...]:
     return tuple(_int(expr) for expr, kind in entries if kind != ARG_STAR)
 
 
-def _value(args: CallArgs, name: str, default: object) -> object:
-    entries = args.get(name)
+def _literal(args: CallArgs, param: Param) -> Value:
+    """An int, a tuple of ints, True, False or None, as written; the default where the call leaves it out."""
+    entries = args.get(param.name)
     if entries is None:
-        if default is REQUIRED:
-            raise _NoRule(f"{name} is not given")
-        return default
+        if param.default is REQUIRED:
+            raise NoRule(f"{param.name} is not given")
+        return param.default
     expr = entries[0][0]
     if isinstance(expr, NameExpr) and expr.fullname in ("builtins.True", "builtins.False"):
         return expr.fullname == "builtins.True"
@@ -86,98 +84,48 @@ def _value(args: CallArgs, name: str, default: object) -> object:
     return _ints(entries)
 
 
-def _dims(value: object) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise _NoRule("a bool where dims were expected")
-    if value == ():
-        raise _NoRule("an empty dim list")
-    return (value,) if isinstance(value, int) else tuple(value)  # type: ignore[arg-type]
+def _given(args: CallArgs, param: Param) -> Value:
+    return args.get(param.name) is not None
 
 
-def behaviour_of(shape: Shape | None, args: CallArgs) -> sharding.Behaviour:
-    """The shape behaviour of this call (its dims read from the arguments)."""
-    if shape is None:
-        return sharding.Opaque("has no shard propagation rule")
-    try:
-        return _behaviour(shape, args)
-    except _NoRule as why:
-        return sharding.Opaque(f"has no shard propagation rule for this call ({why})")
-
-
-def _behaviour(shape: Shape, args: CallArgs) -> sharding.Behaviour:
-    kind = shape.kind
-    if kind == "view":
-        if args.get(shape.params[0][0]) is None:
-            raise _NoRule("no shape")
-        return _view(args, shape.params[0][0])
-    values = {name: _value(args, name, default) for name, default in shape.params}
-    if kind == "pointwise":
-        return sharding.Pointwise()
-    if kind in ("matmul", "rmatmul"):
-        return sharding.Matmul()
-    fixed = {"mm": "ij,jk->ik", "bmm": "bij,bjk->bik", "mv": "ij,j->i", "dot": "i,i->", "outer": "i,j->ij"}
-    if kind in fixed:
-        return sharding.Matmul((fixed[kind],))
-    if kind == "einsum":
-        return sharding.Einsum(_equation(args))
-    if kind == "linear":
-        return sharding.Linear()
-    if kind == "attention":
-        return sharding.Attention()
-    if kind == "reduce_or_pointwise":
-        if args.get("other") is not None:
-            return sharding.Pointwise()
-        kind = "reduce"
-    if kind == "reduce":
-        return sharding.Reduce(_dims(values.get("dim")), bool(values.get("keepdim", False)), shape.partial)
-    if kind == "along":
-        dims = _dims(next(iter(values.values())))
-        if dims is None:
-            raise _NoRule("dim=None")
-        return sharding.Along(dims)
-    if kind == "along_last_two":
-        return sharding.Along((-2, -1))
-    if kind == "along_trailing":
-        normalized = values["normalized_shape"]
-        count = 1 if isinstance(normalized, int) else len(normalized)  # type: ignore[arg-type]
-        return sharding.Along(tuple(range(-count, 0)))
-    if kind == "transpose":
-        first, second = values.values()
-        return sharding.Transpose(int(first), int(second))  # type: ignore[call-overload]
-    if kind == "matrix_transpose":
-        return sharding.Transpose(0, 1, matrix=True)
-    if kind == "last_two_transpose":
-        return sharding.Transpose(-2, -1)
-    if kind == "permute":
-        return sharding.Permute(_dims(values["dims"]) or ())
-    if kind == "movedim":
-        return sharding.Movedim(_dims(values["source"]) or (), _dims(values["destination"]) or ())
-    if kind == "unsqueeze":
-        return sharding.Unsqueeze(int(values["dim"]))  # type: ignore[call-overload]
-    if kind == "squeeze":
-        return sharding.Squeeze(_dims(values["dim"]))
-    if kind == "flatten":
-        return sharding.Flatten(int(values.get("start_dim", 0)), int(values.get("end_dim", -1)))  # type: ignore[call-overload]
-    if kind in ("cat", "stack"):
-        dim = int(next(iter(values.values())))  # type: ignore[call-overload]
-        return sharding.Concat(dim) if kind == "cat" else sharding.Stack(dim)
-    raise _NoRule(kind)
-
-
-def _equation(args: CallArgs) -> str:
+def _equation(args: CallArgs, param: Param) -> Value:
+    """The call's first argument, whatever its parameter is called (``torch.einsum(*args)``)."""
     for entries in args.by_name.values():
         for expr, _ in entries:
             if isinstance(expr, StrExpr):
                 return expr.value
-            raise _NoRule("the equation is not a string literal")
-    raise _NoRule("no equation")
+            raise NoRule("the equation is not a string literal")
+    raise NoRule("no equation")
 
 
-def _view(args: CallArgs, name: str) -> sharding.View:
-    """``x.view(x.shape[0], -1)``: the dims provably kept at the front and the back."""
-    entries = args.get(name) or []
+def _new_shape(args: CallArgs, param: Param) -> Value:
+    """``x.view(x.shape[0], -1)``: the new shape, as the input dims it provably keeps at the front and the back."""
+    entries = args.get(param.name)
+    if entries is None:
+        raise NoRule("no shape")
+    return _kept(_pieces(args, entries))
+
+
+_READERS: dict[Read, Callable[[CallArgs, Param], Value]] = {
+    Read.LITERAL: _literal,
+    Read.GIVEN: _given,
+    Read.EQUATION: _equation,
+    Read.NEW_SHAPE: _new_shape,
+}
+
+
+def behaviour_of(op: Op | None, args: CallArgs) -> sharding.Behaviour:
+    """The shape behaviour of this call: the op's shape rule, built from the dims the call passes."""
+    if op is None or op.shape is None:
+        return sharding.Opaque("has no shard propagation rule")
+    try:
+        return op.shape.build([_READERS[param.read](args, param) for param in op.shape.params], op)
+    except NoRule as why:
+        return sharding.Opaque(f"has no shard propagation rule for this call ({why})")
+
+
+def _pieces(args: CallArgs, entries: list[tuple[Expression, ArgKind]]) -> list[tuple[str, int]]:
+    """The new shape's entries, each read by :func:`_piece`."""
     if len(entries) == 1 and isinstance(entries[0][0], (TupleExpr, ListExpr)):
         items: list[tuple[Expression, bool]] = [
             (item.expr if isinstance(item, StarExpr) else item, isinstance(item, StarExpr))
@@ -188,7 +136,12 @@ def _view(args: CallArgs, name: str) -> sharding.View:
     source = args.receiver if args.receiver is not None else _first_tensor(args)
     pieces = [_piece(expr, star, source) for expr, star in items]
     if len(items) == 1 and pieces[0][0] == "other" and _maybe_int(items[0][0]) is None:
-        pieces = [("star", 0)]  # a lone non-literal may be a whole shape: its length is unknown
+        return [("star", 0)]  # a lone non-literal may be a whole shape: its length is unknown
+    return pieces
+
+
+def _kept(pieces: list[tuple[str, int]]) -> sharding.View:
+    """The new shape's ndim, and how many of the input's first and last dims it keeps in place."""
     ndim: int | None = 0
     for piece in pieces:
         if piece[0] == "star":
@@ -255,7 +208,7 @@ def _piece(expr: Expression, star: bool, source: Expression | None) -> tuple[str
 def _maybe_int(expr: Expression) -> int | None:
     try:
         return _int(expr)
-    except _NoRule:
+    except NoRule:
         return None
 
 

@@ -21,15 +21,27 @@ from spmd_mypy.global_mode.arguments import CallArgs, behaviour_of, call_args
 from spmd_mypy.global_mode.boundaries import check_returned
 from spmd_mypy.global_mode.regions import current_axes, static_axes
 from spmd_mypy.inference import Actual, Choice, Everywhere, OpCall, infer
-from spmd_mypy.ops import TABLE, effect_for, shape_for
 from spmd_mypy.representation import result_type
-from spmd_stubs.core import AxisType, Code, Kind, PartialOf, Replicate, Scalar, SpmdTypeError, TensorType, sharding
+from spmd_stubs.core import (
+    AxisType,
+    Code,
+    Kind,
+    PartialOf,
+    Replicate,
+    Scalar,
+    SpmdTypeError,
+    TensorType,
+    sharding,
+    torch_ops,
+)
 
 OPS_MODULE = "spmd_stubs.ops."
-SPMD_OPS = ("einsum", "matmul", "linear", "sum", "amax", "amin")
-_PARTIAL_OF = {"amax": "max", "amin": "min"}
+SPMD_OPS = torch_ops.SPMD_OPS
+"""The ``spmd.*`` ops of :data:`OPS_MODULE` this module hooks."""
 
 Refine = Callable[[Sequence[Choice], "TensorType | None"], "TensorType | None"]
+
+
 def _on_axis(choice: Choice, axis: str, axes: frozenset[str]) -> AxisType | Scalar | None:
     if isinstance(choice, TensorType):
         return sharding.effective(choice, axis, axes)
@@ -41,11 +53,10 @@ def _on_axis(choice: Choice, axis: str, axes: frozenset[str]) -> AxisType | Scal
 def refiner(
     api: CheckerPluginInterface,
     context: Context,
-    name: str,
+    record: torch_ops.Op,
     op: str,
     args: CallArgs,
     partial_axes: tuple[str, ...] = (),
-    swap: bool = False,
 ) -> Refine | None:
     """The global refinement of an op's local result, or None where nothing is global.
 
@@ -56,18 +67,16 @@ def refiner(
     axes = current_axes(api)
     if not axes and not partial_axes:
         return None
-    shape = shape_for(name)
-    behaviour = behaviour_of(shape, args) if axes else sharding.Pointwise()
-    partial = (shape.partial if shape is not None else None) or "sum"
-    if shape is not None and shape.kind == "rmatmul":
-        swap = True
+    behaviour = behaviour_of(record, args) if axes else sharding.Pointwise()
+    partial = record.partial or "sum"
+    swap = record.shape is not None and record.shape.swap
 
     def refine(combination: Sequence[Choice], local: TensorType | None) -> TensorType | None:
         if local is None:
             return None
         mapping = local.as_dict()
         operands = list(combination[1::-1]) + list(combination[2:]) if swap else list(combination)
-        if name == "linear" and len(operands) > 2:
+        if op == "linear" and len(operands) > 2:
             for axis in partial_axes:
                 _check_bias(_on_axis(operands[2], axis, axes), axis)
         for axis in sorted(axes):
@@ -130,26 +139,26 @@ def _reinterpret_partial(op: str, local: AxisType | None, axis: str, reduce: str
     )
 
 
-def op_refiner(ctx: FunctionContext | MethodContext, name: str, op: str, method: bool) -> Refine | None:
+def op_refiner(ctx: FunctionContext | MethodContext, record: torch_ops.Op, op: str, method: bool) -> Refine | None:
     """For a torch op's hook: the refinement, None where the code is local on every axis."""
     if not current_axes(ctx.api):
         return None
     receiver = None
     if method and isinstance(ctx.context, CallExpr) and isinstance(ctx.context.callee, MemberExpr):
         receiver = ctx.context.callee.expr
-    return refiner(ctx.api, ctx.context, name, op, call_args(ctx, receiver))
+    return refiner(ctx.api, ctx.context, record, op, call_args(ctx, receiver))
 
 
-def attribute_refiner(api: CheckerPluginInterface, context: Context, name: str) -> Refine | None:
+def attribute_refiner(api: CheckerPluginInterface, context: Context, record: torch_ops.Op, name: str) -> Refine | None:
     """For ``w.T`` / ``w.mT``."""
     if not current_axes(api):
         return None
-    return refiner(api, context, name, name, CallArgs({}, None))
+    return refiner(api, context, record, name, CallArgs({}, None))
 
 
 def spmd_op_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]:
-    """``spmd.einsum/matmul/linear/sum/amax/amin(..., out_partial_axes=...)``."""
-    rule = TABLE[name]
+    """``spmd.einsum/matmul/linear/sum/amax/amin(..., out_partial_axes=...)``: the torch op of that name's record."""
+    record = torch_ops.OPS[name]
 
     def hook(ctx: FunctionContext) -> Type:
         groups = [
@@ -171,14 +180,13 @@ def spmd_op_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]
                     return ctx.default_return_type
                 partial_axes = named or ()
         operands = [actuals for arg_name, actuals in groups if arg_name != "out_partial_axes"]
-        call = OpCall(name, operands, ctx.context, ctx.api, config, effect_for(name))
-        args = call_args(ctx, None)
-        call.refine = refiner(ctx.api, ctx.context, name, name, args, partial_axes)
-        results = infer(rule, call)
+        call = OpCall(name, operands, ctx.context, ctx.api, config, record.effect)
+        call.refine = refiner(ctx.api, ctx.context, record, name, call_args(ctx, None), partial_axes)
+        results = infer(record.rule, call)
         if results is None:
             if not partial_axes:
                 return ctx.default_return_type
-            results = [_only_partial(partial_axes, _PARTIAL_OF.get(name, "sum"))]
+            results = [_only_partial(partial_axes, record.partial or "sum")]
         return result_type(ctx.default_return_type, results)
 
     return hook

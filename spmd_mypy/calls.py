@@ -156,7 +156,7 @@ def _unmodelled(
             api,
             context,
             f"{name} is not modelled by the SPMD checker, so its result's SPMD type is unknown. "
-            "Fix: x = assert_type(x, <type>@<axis>) on the result, or add the op to spmd_mypy.ops.TABLE.",
+            "Fix: x = assert_type(x, <type>@<axis>) on the result, or add the op's record to spmd_stubs/core/torch_ops/table.py.",
             errorcodes.UNMODELLED,
         )
     return default

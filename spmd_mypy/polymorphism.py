@@ -22,11 +22,11 @@ from mypy.plugin import FunctionSigContext, MethodContext, MethodSigContext
 from mypy.typeops import bind_self
 from mypy.types import CallableType, FunctionLike, Instance, Type, get_proper_type
 
-from spmd_stubs import core
-from spmd_stubs.core import Apply, Arg, AxisType, Linearity, SpmdTypeError, TensorType
 from spmd_mypy import report
 from spmd_mypy.inference import type_of
 from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, union_of, with_spmd
+from spmd_stubs import core
+from spmd_stubs.core import Apply, Arg, AxisType, Linearity, SpmdTypeError, TensorType
 
 MODULE = "torch.nn.modules.module.Module"
 

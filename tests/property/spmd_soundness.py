@@ -26,7 +26,6 @@ from typing import Iterator, Optional
 
 import torch
 import torch.distributed as dist
-
 from mypy_batch import REPO, FileErrors, MypyRun, run_mypy, write_config
 from spmd_programs import Program, to_source
 from spmd_reference import Inputs, expected_pairs, random_inputs, rank_parts, reference_gradients

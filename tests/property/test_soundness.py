@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from spmd_programs import AXES, Comm, Local, Program, Value, programs
 from spmd_reference import random_inputs
 from spmd_soundness import Report, judge, process_batch, run_program, simulated_world, write_batch
-import torch
 
 from spmd_stubs import core
 from spmd_stubs.core import AxisType
@@ -52,7 +51,7 @@ def test_accepted_programs_compute_correct_gradients(batch: list[Program], mesh:
 # The oracle has teeth: fixed programs, run without the checker
 # --------------------------------------------------------------------------
 
-R, I, P = core.Replicate, core.Invariant, core.Partial
+R, I, P = core.Replicate, core.Invariant, core.Partial  # noqa: E741 -- the spec's names
 
 
 def _judge_unchecked(program: Program, mesh: object, tmp_path: Path) -> list[str]:

@@ -1,4 +1,4 @@
-"""The core (spmd_stubs/core) is pure: no module in it imports torch or mypy.
+"""The core (spmd_stubs/core) is pure (no module in it imports torch or mypy) and says each thing once.
 
 Checked twice: statically, every ``import`` statement of every file in the
 folder (lazy imports inside functions included), and dynamically, importing
@@ -61,3 +61,24 @@ def test_importing_the_whole_core_loads_neither_torch_nor_mypy() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
+
+
+def _public_definitions(path: Path) -> list[str]:
+    names: list[str] = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [target.id for target in node.targets if isinstance(target, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return [name for name in names if not name.startswith("_")]
+
+
+def test_the_core_defines_each_name_once() -> None:
+    """One rule, one place: a public name is defined in one core module and imported elsewhere."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(CORE.rglob("*.py")):
+        for name in _public_definitions(path):
+            where.setdefault(name, []).append(str(path.relative_to(CORE)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}

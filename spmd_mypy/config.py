@@ -8,7 +8,8 @@ Keys:
     operands of the same op do (``spmd-missing-axis``).
 ``allow_redefinition`` (default true)
     Turn on mypy's flexible redefinition so ``x = all_reduce(x, ...)`` may
-    give ``x`` a new SPMD type.  Set false to keep your own mypy setting.
+    give ``x`` a new SPMD type, unless the user's own mypy settings decide
+    (:func:`user_decides_redefinition`).  Set false to never turn it on.
 """
 
 from __future__ import annotations
@@ -45,6 +46,26 @@ def load(config_file: str | None) -> Config:
         parser.read(config_file)
         section = dict(parser[SECTION]) if parser.has_section(SECTION) else {}
     return Config(**{key: _flag(key, section[key]) for key in Config.__dataclass_fields__ if key in section})
+
+
+REDEFINITION_KEYS = ("allow_redefinition", "allow_redefinition_old", "allow_redefinition_new")
+
+
+def user_decides_redefinition(config_file: str | None) -> bool:
+    """Whether the user's own ``[mypy]`` section sets how names may be redefined.
+
+    The plugin then leaves mypy's setting as the user wrote it.
+    """
+    if not config_file or not os.path.isfile(config_file):
+        return False
+    if config_file.endswith(".toml"):
+        with open(config_file, "rb") as handle:
+            section = tomllib.load(handle).get("tool", {}).get("mypy", {})
+    else:
+        parser = configparser.ConfigParser()
+        parser.read(config_file)
+        section = dict(parser["mypy"]) if parser.has_section("mypy") else {}
+    return any(key in section or key.replace("_", "-") in section for key in REDEFINITION_KEYS)
 
 
 def _flag(key: str, value: object) -> bool:

@@ -99,11 +99,25 @@ def guarded(hook: Callable[[Context], Any]) -> Callable[[Context], Any]:
     return run
 
 
+def _may_allow_redefinition(options: Options) -> bool:
+    """Turning on ``allow_redefinition`` changes nothing the user decided, and mypy accepts it.
+
+    mypy refuses it beside ``--allow-redefinition-old`` and without
+    ``local_partial_types``; a user's own setting in ``[mypy]`` wins.
+    """
+    return (
+        not options.allow_redefinition
+        and not getattr(options, "allow_redefinition_old", False)
+        and options.local_partial_types
+        and not config.user_decides_redefinition(options.config_file)
+    )
+
+
 class SpmdPlugin(Plugin):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self.config = config.load(options.config_file)
-        if self.config.allow_redefinition:
+        if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
 
     def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:

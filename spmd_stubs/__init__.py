@@ -55,6 +55,8 @@ _LAZY = {
 # does not shadow the builtin ``sum``.  The ``as`` imports above re-export them.
 _LAZY_OPS = {name: "spmd_stubs.ops" for name in ("einsum", "matmul", "linear", "sum", "amax", "amin")}
 
+# A literal list: mypy reads it to know what is exported (under
+# --no-implicit-reexport and --strict too), so it names every lazy export.
 __all__ = [
     "Tensor",
     "R",
@@ -68,7 +70,24 @@ __all__ = [
     "MeshAxis",
     "AxisAnnotation",
     "assert_type",
-    *_LAZY,
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "reinterpret",
+    "convert",
+    "redistribute",
+    "bind_mesh",
+    "bind_groups",
+    "group_of",
+    "unbind",
+    "global_spmd",
+    "local_map",
+    "spmd_type_of",
+    "placements_of",
+    "grad_placements_of",
+    "to_local",
+    "from_local",
 ]
 
 

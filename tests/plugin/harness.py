@@ -21,6 +21,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "cases"
@@ -115,9 +116,9 @@ def config_text(extra_sections: str = "") -> str:
     return f"{recommended}\n{extra_sections}"
 
 
-def run_mypy(files: list[Path], config: Path, cache_dir: Path, cwd: Path) -> str:
-    """One mypy run (a subprocess: plugin state never leaks between runs)."""
-    command = [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(cache_dir)]
+def run_mypy(files: list[Path], config: Path, cache_dir: Path, cwd: Path, flags: Sequence[str] = ()) -> str:
+    """One mypy run (a subprocess: plugin state never leaks between runs), with extra command-line ``flags``."""
+    command = [sys.executable, "-m", "mypy", *flags, "--config-file", str(config), "--cache-dir", str(cache_dir)]
     command += ["--show-error-codes", "--no-error-summary", "--no-pretty", "--hide-error-context"]
     env = {**os.environ, "MYPY_FORCE_COLOR": "0"}
     done = subprocess.run(command + [str(f) for f in files], capture_output=True, text=True, cwd=cwd, env=env)

@@ -1,0 +1,81 @@
+"""The SPMD checks work the same under the mypy settings teams use, and add no error of their own.
+
+The bug gallery and the GPT example are checked under each setting and
+compared with the default run: the same ``spmd-*`` diagnostics, and no other
+error, except under ``--strict``, whose own rules flag torch's unannotated
+``Tensor.backward`` and a value returned from a line the checker already
+rejected (mypy types a failed operator as ``Any``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import spmd_stubs
+from tests.plugin.harness import ROOT, config_text, run_mypy
+
+FILES = [Path("examples/bugs"), Path("examples/gpt")]
+SETTINGS = [
+    "--no-implicit-reexport",
+    "--disallow-any-generics",
+    "--allow-redefinition-old",
+    "--no-local-partial-types",
+    "--warn-unreachable",
+    "--python-version=3.13",
+    "--strict",
+]
+STRICT_OWN = ('Call to untyped function "backward" in typed context  [no-untyped-call]', "[no-any-return]")
+
+
+def _check(flags: list[str], cache: Path, tmp_path: Path) -> list[str]:
+    config = tmp_path / "mypy.ini"
+    config.write_text(config_text())
+    output = run_mypy(FILES, config, cache, cwd=ROOT, flags=flags)
+    return sorted(line for line in output.splitlines() if ": error:" in line)
+
+
+@pytest.fixture(scope="module")
+def default_errors(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> list[str]:
+    cache = pytestconfig.cache.mkdir("settings-default") if pytestconfig.cache else tmp_path_factory.mktemp("c")
+    return _check([], cache, tmp_path_factory.mktemp("default"))
+
+
+def test_the_default_run_reports_the_gallery(default_errors: list[str]) -> None:
+    assert len(default_errors) == 11 and all("[spmd-" in line for line in default_errors), default_errors
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_same_spmd_verdicts_and_nothing_else(setting: str, default_errors: list[str], tmp_path: Path,
+                                             pytestconfig: pytest.Config) -> None:
+    name = setting.strip("-").replace("=", "-")
+    cache = pytestconfig.cache.mkdir(f"settings-{name}") if pytestconfig.cache else tmp_path / "cache"
+    errors = _check([setting], cache, tmp_path)
+    assert [line for line in errors if "[spmd-" in line] == default_errors
+    others = [line for line in errors if "[spmd-" not in line]
+    if setting == "--strict":
+        others = [line for line in others if not line.endswith(STRICT_OWN)]
+    assert others == []
+
+
+def test_the_public_api_is_exported_under_every_reexport_rule() -> None:
+    """``__all__`` is a literal (mypy reads it) naming every lazily exported name."""
+    vocabulary = {"Tensor", "R", "I", "V", "P", "Pavg", "Pmax", "Pmin", "S", "MeshAxis", "AxisAnnotation", "assert_type"}
+    assert set(spmd_stubs.__all__) == vocabulary | set(spmd_stubs._LAZY)
+    assert len(spmd_stubs.__all__) == len(set(spmd_stubs.__all__))
+
+
+REDEFINED = "def f() -> None:\n    x = 1\n    print(x)\n    x = 'a'\n    print(x)\n"
+
+
+@pytest.mark.parametrize(("own_setting", "redefinition_allowed"), [("", True), ("allow_redefinition = False\n", False)])
+def test_a_users_own_redefinition_setting_wins(own_setting: str, redefinition_allowed: bool, tmp_path: Path,
+                                               pytestconfig: pytest.Config) -> None:
+    """The plugin turns allow_redefinition on by default, but never over the user's own ``[mypy]`` choice."""
+    (tmp_path / "t.py").write_text(REDEFINED)
+    config = tmp_path / "mypy.ini"
+    config.write_text(config_text().replace("[mypy]\n", f"[mypy]\n{own_setting}", 1))
+    cache = pytestconfig.cache.mkdir("settings-default") if pytestconfig.cache else tmp_path / "cache"
+    output = run_mypy([Path("t.py")], config, cache, cwd=tmp_path)
+    assert ("Incompatible types in assignment" not in output) == redefinition_allowed, output

@@ -136,12 +136,17 @@ def tensor_type_of(entries: list[tuple[str, AxisType]]) -> TensorType:
 _sources: dict[str, tuple[MypyFile, list[str]]] = {}
 
 
-def _source_lines(module: MypyFile) -> list[str]:
-    """The lines of the file mypy parsed into ``module``.
+def forget_source(module: MypyFile) -> None:
+    """``module`` was parsed anew: read its text again when a message quotes it.
 
-    Read once per tree: a daemon recheck parses an edited file into a new
-    one, so the tree's identity says when to read again (no stat per call).
+    mypy's daemon merges an edited module's new tree into the old tree
+    object, so the tree's identity does not say that the text changed.
     """
+    _sources.pop(module.path, None)
+
+
+def _source_lines(module: MypyFile) -> list[str]:
+    """The lines of the file mypy parsed into ``module``, read once per parse (no stat per call)."""
     cached = _sources.get(module.path)
     if cached is None or cached[0] is not module:
         with open(module.path, encoding="utf-8") as handle:

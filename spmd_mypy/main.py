@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from mypy.nodes import MypyFile
 from mypy.options import Options
 from mypy.plugin import (
     AnalyzeTypeContext,
@@ -28,7 +29,7 @@ from mypy.plugin import (
 from mypy.types import AnyType, TypeOfAny
 
 from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism, signatures
-from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, shard_outside_tensor
+from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, forget_source, shard_outside_tensor
 from spmd_mypy.collectives import (
     COLLECTIVES_MODULE,
     DECLARING,
@@ -119,6 +120,12 @@ class SpmdPlugin(Plugin):
         self.config = config.load(options.config_file)
         if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
+
+    def get_additional_deps(self, file: MypyFile) -> list[tuple[int, str, int]]:
+        """Called whenever mypy parses a module (a daemon edit included): per-module state is stale."""
+        regions.forget(file)
+        forget_source(file)
+        return []
 
     def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:
         """Invalidates mypy's cache when the checker's code or (for user modules) its config changes.

@@ -73,17 +73,28 @@ class Modes:
     """id(FuncDef) -> the parameters it returns as they are (``return x``)."""
 
 
-_MODES: dict[int, Modes] = {}
+_MODES: dict[str, Modes] = {}
+"""Module name -> its walk; :func:`forget` drops it whenever mypy parses the module."""
 
 
 def modes_of(tree: MypyFile) -> Modes:
-    cached = _MODES.get(id(tree))
+    cached = _MODES.get(tree.fullname)
     if cached is None or cached.tree is not tree:
         cached = Modes(tree)
         if _imports_spmd_stubs(tree):
             _walk(tree.defs, NONE, cached, None)
-        _MODES[id(tree)] = cached
+        _MODES[tree.fullname] = cached
     return cached
+
+
+def forget(module: MypyFile) -> None:
+    """``module`` was parsed anew: its walk is stale.
+
+    mypy's daemon merges an edited module's new tree into the old tree
+    object (identities are kept so other modules' references stay valid), so
+    neither the tree's identity nor its name says that it changed.
+    """
+    _MODES.pop(module.fullname, None)
 
 
 def _imports_spmd_stubs(tree: MypyFile) -> bool:

@@ -26,6 +26,7 @@ from mypy.plugin import (
     Plugin,
     ReportConfigContext,
 )
+from mypy.plugins.default import DefaultPlugin
 from mypy.types import AnyType, TypeOfAny
 
 from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism, signatures
@@ -114,12 +115,42 @@ def _may_allow_redefinition(options: Options) -> bool:
     )
 
 
+Hook = Callable[[Any], Any]
+
+
+def _after(theirs: Hook, ours: Hook, field: str) -> Hook:
+    """``ours`` on what mypy's default plugin made of the call (its type in ``ctx.<field>``)."""
+
+    def run(ctx: Any) -> Any:
+        return ours(ctx._replace(**{field: theirs(ctx)}))
+
+    return run
+
+
 class SpmdPlugin(Plugin):
+    """The checker's hooks, each after mypy's own default hook for the same name.
+
+    mypy asks the plugins in order and takes the first hook it gets, so a
+    hook of this plugin would otherwise hide the default plugin's
+    (``dataclasses.replace``, ``functools.partial(...)(...)``, singledispatch).
+    """
+
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self.config = config.load(options.config_file)
         if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
+        self._mypys = DefaultPlugin(options)
+
+    def set_modules(self, modules: dict[str, MypyFile]) -> None:
+        super().set_modules(modules)
+        self._mypys.set_modules(modules)
+
+    def _chained(self, lookup: str, fullname: str, ours: Hook | None, field: str) -> Hook | None:
+        theirs = getattr(self._mypys, lookup)(fullname)
+        if ours is None or theirs is None:
+            return ours  # None: mypy asks its default plugin next
+        return _after(theirs, ours, field)
 
     def get_additional_deps(self, file: MypyFile) -> list[tuple[int, str, int]]:
         """Called whenever mypy parses a module (a daemon edit included): per-module state is stale."""
@@ -150,7 +181,10 @@ class SpmdPlugin(Plugin):
         return None
 
     @functools.lru_cache(maxsize=None)
-    def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Any] | None:
+    def get_function_hook(self, fullname: str) -> Hook | None:
+        return self._chained("get_function_hook", fullname, self._function_hook(fullname), "default_return_type")
+
+    def _function_hook(self, fullname: str) -> Callable[[FunctionContext], Any] | None:
         module, _, name = fullname.rpartition(".")
         module += "."
         if module == COLLECTIVES_MODULE and name in TYPED_OPS:
@@ -174,7 +208,10 @@ class SpmdPlugin(Plugin):
         return None
 
     @functools.lru_cache(maxsize=None)
-    def get_function_signature_hook(self, fullname: str) -> Callable[[FunctionSigContext], Any] | None:
+    def get_function_signature_hook(self, fullname: str) -> Hook | None:
+        return self._chained("get_function_signature_hook", fullname, self._function_signature_hook(fullname), "default_signature")
+
+    def _function_signature_hook(self, fullname: str) -> Callable[[FunctionSigContext], Any] | None:
         module, _, name = fullname.rpartition(".")
         if f"{module}." == MEGATRON_MODULE and name in MEGATRON:
             return guarded(collectives.megatron_signature)
@@ -183,13 +220,19 @@ class SpmdPlugin(Plugin):
         return guarded(signatures.signature_hook)
 
     @functools.lru_cache(maxsize=None)
-    def get_method_signature_hook(self, fullname: str) -> Callable[[MethodSigContext], Any] | None:
+    def get_method_signature_hook(self, fullname: str) -> Hook | None:
+        return self._chained("get_method_signature_hook", fullname, self._method_signature_hook(fullname), "default_signature")
+
+    def _method_signature_hook(self, fullname: str) -> Callable[[MethodSigContext], Any] | None:
         if fullname.startswith(_NO_POLYMORPHISM):
             return None
         return guarded(signatures.signature_hook)
 
     @functools.lru_cache(maxsize=None)
-    def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Any] | None:
+    def get_method_hook(self, fullname: str) -> Hook | None:
+        return self._chained("get_method_hook", fullname, self._method_hook(fullname), "default_return_type")
+
+    def _method_hook(self, fullname: str) -> Callable[[MethodContext], Any] | None:
         if fullname.startswith(METHOD_PREFIX):
             name = fullname[len(METHOD_PREFIX) :]
             if name == "backward":
@@ -200,7 +243,10 @@ class SpmdPlugin(Plugin):
         return None
 
     @functools.lru_cache(maxsize=None)
-    def get_attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Any] | None:
+    def get_attribute_hook(self, fullname: str) -> Hook | None:
+        return self._chained("get_attribute_hook", fullname, self._attribute_hook(fullname), "default_attr_type")
+
+    def _attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Any] | None:
         if not fullname.startswith(ATTRIBUTE_PREFIX):
             return None
         name = fullname[len(ATTRIBUTE_PREFIX) :]

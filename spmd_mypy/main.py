@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import sys
 import traceback
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -68,6 +69,15 @@ _AUTOGRAD = {
     "torch.autograd.backward": ("tensors", "grad_tensors", "torch.autograd.backward()"),
     "torch.autograd.grad": ("outputs", "grad_outputs", "torch.autograd.grad()"),
 }
+_STANDARD = frozenset({"_typeshed", "typing_extensions", "mypy_extensions", *sys.stdlib_module_names})
+
+
+def _installed(module: str, path: str) -> bool:
+    """Whether ``module`` is the standard library's or an installed package's (mypy keeps those silent)."""
+    parts = Path(path).parts
+    return module.partition(".")[0] in _STANDARD or "site-packages" in parts or "dist-packages" in parts
+
+
 _NO_POLYMORPHISM = ("torch.", "builtins.", "typing.", "spmd_stubs.collectives.", "spmd_stubs.types.")
 
 
@@ -161,11 +171,12 @@ class SpmdPlugin(Plugin):
     def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:
         """Invalidates mypy's cache when the checker's code or (for user modules) its config changes.
 
-        torch's own modules hold no SPMD annotations, so a config change
-        leaves their (expensive) cache entries valid.
+        mypy reports nothing in the standard library and in installed
+        packages (torch, numpy), so a change of ``[spmd_mypy]`` cannot change
+        what it says there and leaves their (expensive) cache entries valid.
         """
         data: dict[str, Any] = {"fingerprint": FINGERPRINT}
-        if ctx.id.partition(".")[0] != "torch":
+        if not _installed(ctx.id, ctx.path):
             data.update(self.config.as_dict())
         return data
 

@@ -116,15 +116,20 @@ def config_text(extra_sections: str = "") -> str:
     return f"{recommended}\n{extra_sections}"
 
 
-def run_mypy(files: list[Path], config: Path, cache_dir: Path, cwd: Path, flags: Sequence[str] = ()) -> str:
-    """One mypy run (a subprocess: plugin state never leaks between runs), with extra command-line ``flags``."""
+def run_mypy(
+    files: list[Path], config: Path, cache_dir: Path, cwd: Path, flags: Sequence[str] = (), log: bool = False
+) -> str:
+    """One mypy run (a subprocess: plugin state never leaks between runs), with extra command-line ``flags``.
+
+    Its report, or with ``log`` what it wrote to stderr (``--verbose``'s log).
+    """
     command = [sys.executable, "-m", "mypy", *flags, "--config-file", str(config), "--cache-dir", str(cache_dir)]
     command += ["--show-error-codes", "--no-error-summary", "--no-pretty", "--hide-error-context"]
     env = {**os.environ, "MYPY_FORCE_COLOR": "0"}
     done = subprocess.run(command + [str(f) for f in files], capture_output=True, text=True, cwd=cwd, env=env)
     if done.returncode not in (0, 1) or "Traceback" in done.stderr + done.stdout or "INTERNAL ERROR" in done.stdout:
         raise RuntimeError(f"mypy did not complete (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return done.stdout
+    return done.stderr if log else done.stdout
 
 
 def case_files(directory: Path = CASES) -> list[Path]:

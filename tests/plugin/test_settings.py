@@ -9,6 +9,7 @@ rejected (mypy types a failed operator as ``Any``).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,18 @@ def test_a_users_own_redefinition_setting_wins(own_setting: str, redefinition_al
     cache = pytestconfig.cache.mkdir("settings-default") if pytestconfig.cache else tmp_path / "cache"
     output = run_mypy([Path("t.py")], config, cache, cwd=tmp_path)
     assert ("Incompatible types in assignment" not in output) == redefinition_allowed, output
+
+
+def test_a_plugin_setting_change_rechecks_only_user_code(tmp_path: Path, pytestconfig: pytest.Config) -> None:
+    """``[spmd_mypy] strict`` changes verdicts on SPMD code only: the standard library's and torch's cache stay."""
+    (tmp_path / "t.py").write_text("import torch\n\nx = torch.ones(2)\n")
+    cache = tmp_path / "cache"
+    shutil.copytree(pytestconfig.cache.mkdir("settings-default") if pytestconfig.cache else cache, cache,
+                    dirs_exist_ok=True)
+    config = tmp_path / "mypy.ini"
+    for strict in ("false", "true"):
+        config.write_text(config_text(f"[spmd_mypy]\nstrict = {strict}\n"))
+        log = run_mypy([Path("t.py")], config, cache, cwd=tmp_path, flags=["--verbose"], log=True)
+    abandoned = {line.split("Metadata abandoned for ")[1].split(":")[0] for line in log.splitlines()
+                 if "plugin configuration differs" in line}
+    assert abandoned == {"t"}, abandoned

@@ -24,7 +24,7 @@ from mypy.types import CallableType, FunctionLike, Instance, Type, get_proper_ty
 
 from spmd_mypy import report
 from spmd_mypy.inference import type_of
-from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, union_of, with_spmd
+from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, typed_tensors_in, union_of, with_spmd
 from spmd_stubs import core
 from spmd_stubs.core import Apply, Arg, AxisType, Linearity, SpmdTypeError, TensorType
 
@@ -113,12 +113,17 @@ class _AddAxes(TensorTranslator):
 
 
 def module_call(ctx: MethodContext) -> Type:
-    """``module(x)``: nn.Module.__call__ returns Any; check the call against ``forward`` instead."""
+    """``module(x)``: nn.Module.__call__ returns Any; check the call against ``forward`` instead.
+
+    Only where SPMD types are involved (``forward`` declares them, or a typed
+    tensor is passed): elsewhere mypy's own verdict on the call stands, so
+    the plugin changes nothing on untyped modules.
+    """
     receiver = get_proper_type(ctx.type)
     if not isinstance(receiver, Instance) or not _calls_module_call(receiver):
         return ctx.default_return_type
     forward = _forward_type(receiver)
-    if forward is None:
+    if forward is None or not _involves_spmd(forward, ctx.arg_types):
         return ctx.default_return_type
     args = [e for group in ctx.args for e in group]
     kinds = [k for group in ctx.arg_kinds for k in group]
@@ -128,6 +133,11 @@ def module_call(ctx: MethodContext) -> Type:
     callee = checker.transform_callee_type(name, forward, args, kinds, ctx.context, names, receiver)
     result, _ = checker.check_call(callee, args, kinds, ctx.context, names, callable_name=name, object_type=receiver)
     return result  # type: ignore[no-any-return]
+
+
+def _involves_spmd(forward: FunctionLike, arg_types: list[list[Type]]) -> bool:
+    declared = [t for item in forward.items for t in (*item.arg_types, item.ret_type)]
+    return any(typed_tensors_in(t) for t in (*declared, *(t for group in arg_types for t in group)))
 
 
 def _calls_module_call(receiver: Instance) -> bool:

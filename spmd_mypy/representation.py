@@ -212,3 +212,18 @@ def contains_tensor(typ: Type) -> bool:
     finder = _FindsTensor()
     typ.accept(finder)
     return finder.found
+
+
+def typed_tensors_in(typ: Type) -> list[TensorType]:
+    """The known SPMD types of every tensor in ``typ`` (through tuples, unions, callables)."""
+    found: list[TensorType] = []
+
+    class _Collect(TensorTranslator):
+        def tensor(self, t: Instance) -> Type:
+            tensor_type = spmd_of(t)
+            if tensor_type is not None:
+                found.append(tensor_type)
+            return t
+
+    typ.accept(_Collect())
+    return found

@@ -17,7 +17,7 @@ from mypy.types import CallableType, FunctionLike, Instance, TupleType, Type, ge
 from spmd_mypy import report
 from spmd_mypy.global_mode.regions import NONE, Modes, axes_of_def, current_axes, modes_of
 from spmd_mypy.inference import type_of
-from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, with_spmd
+from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, typed_tensors_in, with_spmd
 from spmd_stubs.core import TensorType, sharding
 
 
@@ -149,25 +149,11 @@ def forget_passed_specs(api: CheckerPluginInterface, default: FunctionLike, inst
     if not axes or instantiated is default or not isinstance(instantiated, CallableType):
         return instantiated
     assert isinstance(default, CallableType)
-    mentioned = {axis for t in _tensors_in(default.ret_type) for axis, _ in t.axes}
+    mentioned = {axis for t in typed_tensors_in(default.ret_type) for axis, _ in t.axes}
     passed = axes - mentioned
     if not passed:
         return instantiated
     return instantiated.copy_modified(ret_type=instantiated.ret_type.accept(_ForgetSpecs(frozenset(passed))))
-
-
-def _tensors_in(typ: Type) -> list[TensorType]:
-    found: list[TensorType] = []
-
-    class _Collect(TensorTranslator):
-        def tensor(self, t: Instance) -> Type:
-            tensor_type = spmd_of(t)
-            if tensor_type is not None:
-                found.append(tensor_type)
-            return t
-
-    typ.accept(_Collect())
-    return found
 
 
 def check_asserted_spec(actual: TensorType, asserted: TensorType, axis: str, axes: frozenset[str]) -> None:

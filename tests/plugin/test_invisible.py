@@ -4,6 +4,8 @@ mypy takes the first plugin hook it finds for a name; the checker's hooks
 run after mypy's default plugin's for the same name, so what that plugin
 reports (``dataclasses.replace``, ``functools.partial(...)(...)``,
 singledispatch, ``ctypes`` arrays) is reported with the checker on too.
+And a module call is checked against ``forward`` only where SPMD types are
+involved: elsewhere mypy's ``Any`` stands.
 """
 
 from __future__ import annotations
@@ -47,6 +49,14 @@ t = torch.Tensor(3)
 u: torch.Tensor = torch.Tensor()
 pairs = list(zip(*[(torch.ones(1), torch.ones(1))]))
 pairs.append(1)
+
+
+class Net(torch.nn.Module):
+    def forward(self, x: int) -> int:
+        return x
+
+
+Net()("module calls are Any to mypy: not checked against an untyped forward")
 """
 
 

@@ -155,6 +155,27 @@ def _source_lines(module: MypyFile) -> list[str]:
     return cached[1]
 
 
+def _entry_text(module: MypyFile, entry: Context) -> str:
+    """The source text of one ``TYPE@axis`` entry of ``Tensor[...]``.
+
+    mypy's native parser gives its end; the old one (``--no-native-parser``)
+    only its start, so the entry is read from there to the ``,`` or ``]``
+    that closes it (brackets inside it, as in ``S(0)@(dp, tp)``, are skipped).
+    """
+    if entry.end_line is not None and entry.end_column is not None or entry.line < 1 or entry.column < 0:
+        return source_text_of(module, entry)
+    text = "\n".join(_source_lines(module)[entry.line - 1 :])[entry.column :]
+    depth = 0
+    for position, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}" and depth:
+            depth -= 1
+        elif char in ",]" and not depth:
+            return text[:position]
+    raise AnnotationError(f"cannot read this SPMD type back from source; {_CANONICAL_HINT}")
+
+
 def source_text_of(module: MypyFile, node: Context) -> str:
     """The source text of ``module`` between ``node``'s start and end positions."""
     end_line, end_column = node.end_line, node.end_column
@@ -305,7 +326,7 @@ def analyze_spmd_tensor(ctx: AnalyzeTypeContext) -> Type:
 def _entries(arg: Type, ctx: AnalyzeTypeContext) -> list[tuple[str, AxisType]]:
     lookup = _lookup(ctx)
     if isinstance(arg, RawExpressionType) and arg.literal_value is None:
-        return parse_at_form(source_text_of(_module(ctx), arg), lookup)
+        return parse_at_form(_entry_text(_module(ctx), arg), lookup)
     if isinstance(arg, UnboundType):
         return parse_canonical(arg, lookup)
     raise AnnotationError(f"expected TYPE@axis such as R@tp, got {arg}")

@@ -25,6 +25,7 @@ SETTINGS = [
     "--no-local-partial-types",
     "--warn-unreachable",
     "--python-version=3.13",
+    "--no-native-parser",
     "--strict",
 ]
 STRICT_OWN = ('Call to untyped function "backward" in typed context  [no-untyped-call]', "[no-any-return]")
@@ -95,3 +96,4 @@ def test_a_plugin_setting_change_rechecks_only_user_code(tmp_path: Path, pytestc
     abandoned = {line.split("Metadata abandoned for ")[1].split(":")[0] for line in log.splitlines()
                  if "plugin configuration differs" in line}
     assert abandoned == {"t"}, abandoned
+

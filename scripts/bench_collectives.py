@@ -1,11 +1,13 @@
 """Typed collectives against the raw torch.distributed calls, 4 local gloo ranks.
 
-    .venv/bin/python scripts/bench_collectives.py [--rounds 5]
+    .venv/bin/python scripts/bench_collectives.py [--rounds 5] [--validate]
 
 For each per-rank input size (1 KiB .. 16 MiB of float32) and each
 collective, typed and raw calls alternate in rounds (a barrier before each
 timed batch); the table shows the median time per call and typed/raw.  The
-raw calls are the out-of-place equivalents of the typed ones:
+raw calls are the out-of-place equivalents of the typed ones.  With
+``--validate`` the typed calls run in validation mode (each first checks
+that the ranks agree): typed/raw is then that mode's cost.
 
 =====================================  ===========================================
 typed                                  raw
@@ -104,8 +106,9 @@ def _human(size: int) -> str:
     return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
 
 
-def _worker(rank: int, port: int, rounds: int) -> None:
+def _worker(rank: int, port: int, rounds: int, validate: bool) -> None:
     torch.set_num_threads(1)
+    spmd.set_validation(validate)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD, timeout=timedelta(seconds=120))
     spmd.bind_groups({world: dist.group.WORLD})
@@ -116,17 +119,20 @@ def _worker(rank: int, port: int, rounds: int) -> None:
         for name, size, typed, raw in _bench(size, rounds):
             if rank == 0:
                 print(f"| {name} | {_human(size)} | {typed * 1e3:.3f} | {raw * 1e3:.3f} | {typed / raw:.2f} |", flush=True)
+    # Every rank done before any tears down (gloo aborts a rank whose peer left mid-exchange).
+    dist.barrier()
     dist.destroy_process_group()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--validate", action="store_true", help="typed calls in validation mode")
     args = parser.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.start_processes(_worker, args=(port, args.rounds), nprocs=WORLD, start_method="spawn")
+    mp.start_processes(_worker, args=(port, args.rounds, args.validate), nprocs=WORLD, start_method="spawn")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from spmd_stubs.types import AxisAnnotation, I, MeshAxis, P, Pavg, Pmax, Pmin, R, S, Tensor, V, assert_type
 
 if TYPE_CHECKING:
+    from spmd_stubs._validation import set_validation
     from spmd_stubs.collectives import (
         all_gather,
         all_reduce,
@@ -48,6 +49,7 @@ _LAZY = {
     "grad_placements_of": "spmd_stubs.dtensor",
     "to_local": "spmd_stubs.dtensor",
     "from_local": "spmd_stubs.dtensor",
+    "set_validation": "spmd_stubs._validation",
 }
 
 # ``spmd.sum`` / ``spmd.amax`` ... (ops with ``out_partial_axes``): importable
@@ -88,6 +90,7 @@ __all__ = [
     "grad_placements_of",
     "to_local",
     "from_local",
+    "set_validation",
 ]
 
 

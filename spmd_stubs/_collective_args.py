@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 import torch
+import torch.distributed as dist
 
 from spmd_stubs.core import AxisType, Step, TensorType, planner
 from spmd_stubs.types import AxisAnnotation, axis_name
@@ -86,3 +87,12 @@ def spec_of(spec: Any, role: str, axes: dict[str, Any]) -> TensorType:
         axes.update((axis_name(a), a) for a in group)
         entries += annotation.entries()
     return planner.spec_of_entries(entries, role)
+
+
+def check_member(group: dist.ProcessGroup, op: str, label: str) -> None:
+    """``group=`` must be a group this rank is in: on any other, torch returns x unchanged."""
+    if dist.get_rank(group) < 0:
+        raise ValueError(
+            f"{op}(x, {label}, ...) got group= a process group this rank (global rank {dist.get_rank()}) is not "
+            f"in; a collective on it would return x unchanged. Fix: pass this rank's own group for {label}."
+        )

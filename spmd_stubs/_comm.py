@@ -27,7 +27,8 @@ _wait = cast(Callable[[torch.Tensor], torch.Tensor], funcol.wait_tensor)
 """``funcol.wait_tensor``, which torch leaves unannotated."""
 
 
-def _eager(x: torch.Tensor) -> bool:
+def eager(x: torch.Tensor) -> bool:
+    """Whether a call on ``x`` runs on a real process group now (not traced, not simulated)."""
     return not (
         torch.compiler.is_compiling()
         or enabled_local_tensor_mode() is not None
@@ -37,7 +38,7 @@ def _eager(x: torch.Tensor) -> bool:
 
 def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") -> torch.Tensor:
     """The elementwise ``op`` (a key of :data:`REDUCE_OPS`) over the group, on every rank."""
-    if not _eager(x):
+    if not eager(x):
         return _wait(funcol.all_reduce(x.contiguous(), op, group))
     out = x.clone(memory_format=torch.contiguous_format)
     dist.all_reduce(out, op=REDUCE_OPS[op], group=group)
@@ -46,7 +47,7 @@ def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") ->
 
 def all_gather_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int) -> torch.Tensor:
     """Every rank's ``x`` concatenated on ``dim``, in group rank order."""
-    if not _eager(x):
+    if not eager(x):
         return _wait(funcol.all_gather_single(x.contiguous(), dim, group))
     x = x.contiguous()
     out = x.new_empty((size * x.size(0), *x.shape[1:]))
@@ -58,7 +59,7 @@ def reduce_scatter_on(
     x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int, op: str = "sum"
 ) -> torch.Tensor:
     """Chunk ``k`` (on ``dim``) of the elementwise ``op`` over the group, on rank ``k``."""
-    if not _eager(x):
+    if not eager(x):
         return _wait(funcol.reduce_scatter_single(x.contiguous(), op, dim, group))
     rows = x.contiguous() if dim == 0 else torch.cat(x.chunk(size, dim))
     out = rows.new_empty((rows.size(0) // size, *rows.shape[1:]))
@@ -68,7 +69,7 @@ def reduce_scatter_on(
 
 def all_to_all_rows(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
     """Chunk ``j`` of dim 0 goes to rank ``j``; chunk ``j`` of the result came from rank ``j``."""
-    if not _eager(x):
+    if not eager(x):
         return _wait(funcol.all_to_all_single(x.contiguous(), None, None, group))
     x = x.contiguous()
     out = torch.empty_like(x)

@@ -89,10 +89,39 @@ def spec_of(spec: Any, role: str, axes: dict[str, Any]) -> TensorType:
     return planner.spec_of_entries(entries, role)
 
 
-def check_member(group: dist.ProcessGroup, op: str, label: str) -> None:
+def check_call(x: torch.Tensor, op: str, label: str, group: Optional[dist.ProcessGroup], averages: bool) -> None:
+    """What a call needs before it communicates: a live process group, one this rank is in, a dtype it keeps."""
+    _check_live(op, label)
+    if group is not None:
+        _check_member(group, op, label)
+    if averages:
+        _check_averageable(x, op, label)
+
+
+def _check_member(group: dist.ProcessGroup, op: str, label: str) -> None:
     """``group=`` must be a group this rank is in: on any other, torch returns x unchanged."""
     if dist.get_rank(group) < 0:
         raise ValueError(
             f"{op}(x, {label}, ...) got group= a process group this rank (global rank {dist.get_rank()}) is not "
             f"in; a collective on it would return x unchanged. Fix: pass this rank's own group for {label}."
+        )
+
+
+def _check_live(op: str, label: str) -> None:
+    """After ``destroy_process_group()`` the cached groups are dead: say so instead of using them."""
+    if not dist.is_initialized():
+        raise ValueError(
+            f"{op}(x, {label}, ...) runs with no process group: torch.distributed is not initialized, or "
+            f"destroy_process_group() ended it. Fix: init_process_group(...) and bind the axes again "
+            f"(spmd.bind_mesh / spmd.bind_groups)."
+        )
+
+
+def _check_averageable(x: torch.Tensor, op: str, label: str) -> None:
+    """An average of integers is no integer: refuse instead of changing the dtype."""
+    if not (x.is_floating_point() or x.is_complex()):
+        raise ValueError(
+            f"{op}(x, {label}, ...) averages x of dtype {x.dtype}: the average of integers is not an integer, "
+            f"so the result could not keep x's dtype. Fix: x.float() first, or reduce with op=\"sum\" and "
+            f"divide as your integers need."
         )

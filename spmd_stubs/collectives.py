@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from spmd_stubs import core
-from spmd_stubs._collective_args import backend_error, check_member, checked_split_sizes, is_spec, spec_of
+from spmd_stubs._collective_args import backend_error, check_call, checked_split_sizes, is_spec, spec_of
 from spmd_stubs._comm import eager
 from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
 from spmd_stubs._validation import check_agreement, validating
@@ -187,12 +187,12 @@ def _typed(
     plan = _validated(op, src, dst, label, expert_mode)
     if plan is None:
         return x
-    if group is not None:
-        check_member(group, op, label)
-    pg, size = group_and_size(axis) if group is None else (group, dist.get_world_size(group))
-    sizes = checked_split_sizes(split_sizes, size, label, src, dst)
     # A pending avg resolves as the sum divided by the axis size, like op="avg".
-    divisor = size if average or src.reduce == "avg" else 1
+    averages = average or src.reduce == "avg"
+    pg, size = group_and_size(axis) if group is None else (group, dist.get_world_size(group))
+    check_call(x, op, label, group, averages)
+    sizes = checked_split_sizes(split_sizes, size, label, src, dst)
+    divisor = size if averages else 1
     comm = Comm(pg, size, sizes, label)
     if validating() and eager(x):
         check_agreement(plan.step, comm, x)

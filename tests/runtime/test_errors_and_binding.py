@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -122,3 +124,34 @@ def test_redistribute_refuses_two_step_pairs_naming_the_axis(sim: SimWorld, src:
     x = sim.make({r: torch.arange(4.0) for r in range(4)})
     with pytest.raises(SpmdTypeError, match=r"on axis tp has no single operation .* Fix: .*, then convert\(x, tp, src=R"):
         spmd.redistribute(x, tp, src=src, dst=dst)  # type: ignore[arg-type]
+
+
+def test_an_average_of_integers_is_refused(sim: SimWorld) -> None:
+    """op="avg" (or a pending avg) on an integer tensor would have to change its dtype."""
+    x = sim.make({r: torch.ones(2, dtype=torch.int64) for r in range(4)})
+    with pytest.raises(ValueError, match=r"averages x of dtype torch.int64.*Fix: x.float\(\) first"):
+        spmd.all_reduce(x, tp, src=P, dst=R, op="avg")
+    assert spmd.all_reduce(x, tp, src=P, dst=R).dtype == torch.int64
+
+
+_AFTER_DESTROY = """
+import torch, torch.distributed as dist
+import spmd_stubs as spmd
+from spmd_stubs import P, R
+from spmd_stubs.axes import tp
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+spmd.bind_groups({tp: dist.group.WORLD})
+assert spmd.all_reduce(torch.ones(2), tp, src=P, dst=R).tolist() == [1.0, 1.0]
+dist.destroy_process_group()
+try:
+    spmd.all_reduce(torch.ones(2), tp, src=P, dst=R)
+except ValueError as error:
+    print(error)
+"""
+
+
+def test_a_collective_after_destroy_process_group_is_an_error() -> None:
+    """A real (one-rank) gloo group: the cached group must not be used once the process group is gone."""
+    run = subprocess.run([sys.executable, "-c", _AFTER_DESTROY], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "destroy_process_group() ended it" in run.stdout and "Fix: init_process_group" in run.stdout, run.stdout

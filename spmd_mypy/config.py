@@ -36,16 +36,21 @@ class Config:
 
 def load(config_file: str | None) -> Config:
     """Read the settings from mypy's config file (defaults where absent)."""
+    section = _section(config_file, SECTION)
+    return Config(**{key: _flag(key, section[key]) for key in Config.__dataclass_fields__ if key in section})
+
+
+def _section(config_file: str | None, name: str) -> dict[str, Any]:
+    """``[name]`` of mypy's config file (``[tool.name]`` in pyproject.toml); empty where absent."""
     if not config_file or not os.path.isfile(config_file):
-        return Config()
+        return {}
     if config_file.endswith(".toml"):
         with open(config_file, "rb") as handle:
-            section = tomllib.load(handle).get("tool", {}).get(SECTION, {})
-    else:
-        parser = configparser.ConfigParser()
-        parser.read(config_file)
-        section = dict(parser[SECTION]) if parser.has_section(SECTION) else {}
-    return Config(**{key: _flag(key, section[key]) for key in Config.__dataclass_fields__ if key in section})
+            table: dict[str, Any] = tomllib.load(handle).get("tool", {}).get(name, {})
+            return table
+    parser = configparser.ConfigParser()
+    parser.read(config_file)
+    return dict(parser[name]) if parser.has_section(name) else {}
 
 
 REDEFINITION_KEYS = ("allow_redefinition", "allow_redefinition_old", "allow_redefinition_new")
@@ -56,15 +61,7 @@ def user_decides_redefinition(config_file: str | None) -> bool:
 
     The plugin then leaves mypy's setting as the user wrote it.
     """
-    if not config_file or not os.path.isfile(config_file):
-        return False
-    if config_file.endswith(".toml"):
-        with open(config_file, "rb") as handle:
-            section = tomllib.load(handle).get("tool", {}).get("mypy", {})
-    else:
-        parser = configparser.ConfigParser()
-        parser.read(config_file)
-        section = dict(parser["mypy"]) if parser.has_section("mypy") else {}
+    section = _section(config_file, "mypy")
     return any(key in section or key.replace("_", "-") in section for key in REDEFINITION_KEYS)
 
 

@@ -81,9 +81,13 @@ def _installed(module: str, path: str) -> bool:
 _NO_POLYMORPHISM = ("torch.", "builtins.", "typing.", "spmd_stubs.collectives.", "spmd_stubs.types.")
 
 
+_INFERRED = ("default_return_type", "default_attr_type", "default_signature")
+"""Where a hook's context holds what mypy inferred without the plugin."""
+
+
 def _fallback(ctx: Any) -> Any:
     """What mypy would have inferred without the plugin."""
-    for attribute in ("default_return_type", "default_attr_type", "default_signature"):
+    for attribute in _INFERRED:
         if hasattr(ctx, attribute):
             return getattr(ctx, attribute)
     return AnyType(TypeOfAny.from_error)
@@ -128,10 +132,11 @@ def _may_allow_redefinition(options: Options) -> bool:
 Hook = Callable[[Any], Any]
 
 
-def _after(theirs: Hook, ours: Hook, field: str) -> Hook:
-    """``ours`` on what mypy's default plugin made of the call (its type in ``ctx.<field>``)."""
+def _after(theirs: Hook, ours: Hook) -> Hook:
+    """``ours`` on what mypy's default plugin made of the call, in place of mypy's own inference."""
 
     def run(ctx: Any) -> Any:
+        field = next(attribute for attribute in _INFERRED if hasattr(ctx, attribute))
         return ours(ctx._replace(**{field: theirs(ctx)}))
 
     return run
@@ -156,11 +161,11 @@ class SpmdPlugin(Plugin):
         super().set_modules(modules)
         self._mypys.set_modules(modules)
 
-    def _chained(self, lookup: str, fullname: str, ours: Hook | None, field: str) -> Hook | None:
+    def _chained(self, lookup: str, fullname: str, ours: Hook | None) -> Hook | None:
         theirs = getattr(self._mypys, lookup)(fullname)
         if ours is None or theirs is None:
             return ours  # None: mypy asks its default plugin next
-        return _after(theirs, ours, field)
+        return _after(theirs, ours)
 
     def get_additional_deps(self, file: MypyFile) -> list[tuple[int, str, int]]:
         """Called whenever mypy parses a module (a daemon edit included): per-module state is stale."""
@@ -193,7 +198,7 @@ class SpmdPlugin(Plugin):
 
     @functools.lru_cache(maxsize=None)
     def get_function_hook(self, fullname: str) -> Hook | None:
-        return self._chained("get_function_hook", fullname, self._function_hook(fullname), "default_return_type")
+        return self._chained("get_function_hook", fullname, self._function_hook(fullname))
 
     def _function_hook(self, fullname: str) -> Callable[[FunctionContext], Any] | None:
         module, _, name = fullname.rpartition(".")
@@ -220,7 +225,7 @@ class SpmdPlugin(Plugin):
 
     @functools.lru_cache(maxsize=None)
     def get_function_signature_hook(self, fullname: str) -> Hook | None:
-        return self._chained("get_function_signature_hook", fullname, self._function_signature_hook(fullname), "default_signature")
+        return self._chained("get_function_signature_hook", fullname, self._function_signature_hook(fullname))
 
     def _function_signature_hook(self, fullname: str) -> Callable[[FunctionSigContext], Any] | None:
         module, _, name = fullname.rpartition(".")
@@ -232,7 +237,7 @@ class SpmdPlugin(Plugin):
 
     @functools.lru_cache(maxsize=None)
     def get_method_signature_hook(self, fullname: str) -> Hook | None:
-        return self._chained("get_method_signature_hook", fullname, self._method_signature_hook(fullname), "default_signature")
+        return self._chained("get_method_signature_hook", fullname, self._method_signature_hook(fullname))
 
     def _method_signature_hook(self, fullname: str) -> Callable[[MethodSigContext], Any] | None:
         if fullname.startswith(_NO_POLYMORPHISM):
@@ -241,7 +246,7 @@ class SpmdPlugin(Plugin):
 
     @functools.lru_cache(maxsize=None)
     def get_method_hook(self, fullname: str) -> Hook | None:
-        return self._chained("get_method_hook", fullname, self._method_hook(fullname), "default_return_type")
+        return self._chained("get_method_hook", fullname, self._method_hook(fullname))
 
     def _method_hook(self, fullname: str) -> Callable[[MethodContext], Any] | None:
         if fullname.startswith(METHOD_PREFIX):
@@ -255,7 +260,7 @@ class SpmdPlugin(Plugin):
 
     @functools.lru_cache(maxsize=None)
     def get_attribute_hook(self, fullname: str) -> Hook | None:
-        return self._chained("get_attribute_hook", fullname, self._attribute_hook(fullname), "default_attr_type")
+        return self._chained("get_attribute_hook", fullname, self._attribute_hook(fullname))
 
     def _attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Any] | None:
         if not fullname.startswith(ATTRIBUTE_PREFIX):

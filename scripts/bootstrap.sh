@@ -20,7 +20,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     # their dependency trees (torch is already pinned; they are only read,
     # imported and type-checked).
     "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps \
-        fairscale==0.4.13 megatron-core==0.16.1
+        fairscale==0.4.13 megatron-core==0.16.1 torchtitan==0.3.0
     echo "$WANT" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

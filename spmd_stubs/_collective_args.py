@@ -46,9 +46,20 @@ _MISMATCH_FIX = {
 }
 
 
+_UNSUPPORTED_DTYPE = ("Invalid scalar type", "Unsupported dtype", "unsupported data type")
+"""How backends say they cannot move a dtype (gloo: float8, uint16-64)."""
+
+
 def backend_error(step: Step, axis: str, x: torch.Tensor, error: RuntimeError) -> ValueError:
     """The backend's error in a collective, with the axis, the call, the local shape and the fix."""
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+    if any(words in reason for words in _UNSUPPORTED_DTYPE):
+        return ValueError(
+            f"{step.call(axis)} failed in the communication backend on this rank: {reason}. The backend cannot "
+            f"move or reduce dtype {x.dtype} (gloo has no float8 and no unsigned types beyond uint8). Fix: cast "
+            f"x to a dtype the backend supports before the call and cast back after, e.g. "
+            f"x.to(torch.bfloat16) for float8."
+        )
     fix = _MISMATCH_FIX.get(step.op, f"make the ranks' x the same shape and dtype before {step.op}")
     return ValueError(
         f"{step.call(axis)} failed in the communication backend on this rank, whose x has shape "

@@ -53,8 +53,22 @@ def use(h: Tensor[R@tp], w: Tensor[R@tp]) -> None:
 """
 
 
-def _edits() -> list[tuple[str, dict[str, str | None]]]:
-    """(what changes, {file: new text or None to delete}), applied in order."""
+# Mutations of the shipped examples, one occurrence at a time: the bugs a
+# user plants and removes while editing (a wrong dst or src, a dropped
+# out_partial_axes, a region decorator removed).
+MUTATIONS = {
+    "tp_gpt.py": [("dst=I)", "dst=R)"), ("src=I, dst=R", "src=R, dst=R"),
+                  ("src=P, dst=I", "src=P, dst=R"), ("dst=S(0))", "dst=R)"), ("src=V, dst=P", "src=V, dst=R")],
+    "global_mlp.py": [("src=P, dst=R", "src=P, dst=I"), ("@spmd.global_spmd(tp)\n", ""),
+                      (", out_partial_axes=tp)", ")")],
+}
+EXAMPLES = {"tp_gpt.py": "gpt/tp_gpt.py", "train.py": "gpt/train.py", "gloo_launch.py": "gpt/gloo_launch.py",
+            "gpt_reference.py": "gpt/gpt_reference.py", "global_mlp.py": "global_mlp.py"}
+Edit = tuple[str, dict[str, str | None]]
+
+
+def _small_project_edits() -> list[Edit]:
+    """Scripted edits of a small project: a region, a typed entry, a caller added and removed."""
     contraction = ROW.replace("spmd.linear(h, w, out_partial_axes=tp)", "F.linear(h, w)")
     wrong_src = ROW.replace("src=I, dst=R)", "src=R, dst=R)")
     undecorated = ROW.replace("@spmd.global_spmd(tp)\n", "")
@@ -76,6 +90,43 @@ def _edits() -> list[tuple[str, dict[str, str | None]]]:
     ]
 
 
+def _mutant_edits(sources: dict[str, str]) -> list[Edit]:
+    """Each mutation of each example applied alone, every fourth one commented on, then undone."""
+    edits: list[Edit] = []
+    mutants = 0
+    for name, mutations in MUTATIONS.items():
+        original = sources[name]
+        for old, new in mutations:
+            start = original.find(old)
+            while start != -1:
+                mutant = original[:start] + new + original[start + len(old):]
+                line = original.count("\n", 0, start) + 1
+                edits.append((f"{name}:{line} {old.strip()!r} -> {new.strip()!r}", {name: mutant}))
+                mutants += 1
+                if mutants % 4 == 0:
+                    edits.append(("a comment on the mutant", {name: "# edited\n" + mutant}))
+                edits.append(("undo", {name: original}))
+                start = original.find(old, start + 1)
+    return edits
+
+
+def _project_edits(sources: dict[str, str]) -> list[Edit]:
+    """A rename across two modules and a file added and removed."""
+    renamed = {name: sources[name].replace("sync_data_parallel_grads", "all_reduce_grads") for name in ("tp_gpt.py", "train.py")}
+    return [
+        ("the definition renamed", {"tp_gpt.py": renamed["tp_gpt.py"]}),
+        ("its import renamed", {"train.py": renamed["train.py"]}),
+        ("both undone", {"tp_gpt.py": sources["tp_gpt.py"], "train.py": sources["train.py"]}),
+        ("a copy of the regions added", {"global_copy.py": sources["global_mlp.py"]}),
+        ("the copy's regions removed", {"global_copy.py": sources["global_mlp.py"].replace("@spmd.global_spmd(tp)\n", "")}),
+        ("the copy removed", {"global_copy.py": None}),
+    ]
+
+
+def edits(sources: dict[str, str]) -> list[Edit]:
+    return _small_project_edits() + _mutant_edits(sources) + _project_edits(sources)
+
+
 def _diagnostics(output: str) -> list[str]:
     return sorted(line for line in output.splitlines() if ": error:" in line or ": note:" in line)
 
@@ -93,6 +144,8 @@ def project(tmp_path: Path, mypy_runs: MypyRuns) -> Path:
     shutil.copytree(mypy_runs.cache_root / "mypy_cache", tmp_path / "fresh_cache")
     (tmp_path / "daemon.ini").write_text(f"[mypy]\nplugins = spmd_mypy\nmypy_path = {ROOT}\n")
     (tmp_path / "edited.py").write_text(ROW)
+    for name, example in EXAMPLES.items():
+        shutil.copy(ROOT / "examples" / example, tmp_path / name)
     return tmp_path
 
 
@@ -106,7 +159,10 @@ def test_every_recheck_equals_a_fresh_run(project: Path, mypy_runs: MypyRuns) ->
             first = _diagnostics(_dmypy(project, "check", *files()))
             assert any("S(-1)@tp" not in line and "P@tp" in line for line in first), first
             divergent = []
-            for what, changes in _edits():
+            sources = {name: (project / name).read_text() for name in EXAMPLES}
+            applied = edits(sources)
+            assert len(applied) >= 100, len(applied)
+            for what, changes in applied:
                 for name, text in changes.items():
                     if text is None:
                         (project / name).unlink()

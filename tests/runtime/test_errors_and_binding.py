@@ -155,3 +155,33 @@ def test_a_collective_after_destroy_process_group_is_an_error() -> None:
     run = subprocess.run([sys.executable, "-c", _AFTER_DESTROY], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "destroy_process_group() ended it" in run.stdout and "Fix: init_process_group" in run.stdout, run.stdout
+
+
+_UNSUPPORTED_DTYPES = """
+import torch
+import torch.distributed as dist
+import spmd_stubs as spmd
+from spmd_stubs import P, R, S
+from spmd_stubs.axes import tp
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+spmd.bind_groups({tp: dist.group.WORLD})
+for dtype in (torch.float8_e4m3fn, torch.uint16):
+    x = torch.ones(2).to(dtype)
+    for call in (lambda: spmd.all_reduce(x, tp, src=P, dst=R), lambda: spmd.all_gather(x, tp, src=S(0), dst=R)):
+        try:
+            call()
+        except ValueError as error:
+            print(error)
+dist.destroy_process_group()
+"""
+
+
+def test_a_dtype_the_backend_cannot_move_gets_its_real_reason() -> None:
+    """gloo has no float8: the error says so and how to cast, not that shapes may differ."""
+    run = subprocess.run([sys.executable, "-c", _UNSUPPORTED_DTYPES], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    errors = run.stdout.strip().splitlines()
+    assert len(errors) == 4, run.stdout
+    for error, dtype in zip(errors, ["float8_e4m3fn"] * 2 + ["uint16"] * 2):
+        assert f"cannot move or reduce dtype torch.{dtype}" in error and "Fix: cast x" in error, error
+        assert "different shapes" not in error and "split_sizes" not in error, error

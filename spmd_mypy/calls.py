@@ -11,15 +11,28 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
-from mypy.nodes import Context, Expression, FloatExpr, IntExpr
+from mypy.nodes import (
+    CallExpr,
+    ComparisonExpr,
+    Context,
+    Decorator,
+    Expression,
+    FloatExpr,
+    IndexExpr,
+    IntExpr,
+    MemberExpr,
+    OpExpr,
+    UnaryExpr,
+)
 from mypy.plugin import AttributeContext, CheckerPluginInterface, FunctionContext, MethodContext
-from mypy.types import Type
+from mypy.types import AnyType, TupleType, Type, get_proper_type
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
 from spmd_mypy.global_mode import refine
-from spmd_mypy.inference import ABSENT, Actual, OpCall, _on_axis, choices, infer
-from spmd_mypy.representation import contains_tensor, has_spmd, result_type, spmd_members
+from spmd_mypy.gradients import carries_no_gradient
+from spmd_mypy.inference import ABSENT, Actual, Everywhere, OpCall, _on_axis, choices, infer
+from spmd_mypy.representation import contains_tensor, has_spmd, members, result_type, spmd_members, tensor_instance
 from spmd_stubs import core
 from spmd_stubs.core import SpmdTypeError, TensorType
 from spmd_stubs.core.torch_ops import Op, lookup, out_of_place
@@ -42,13 +55,15 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
     """Hook for ``Tensor.<name>``: operand 0 is the receiver."""
     if name == "__setitem__":
         return setitem_hook
+    if name == "copy_":
+        return copy_hook
     inplace = out_of_place(name)[1]
     record = lookup(name)
 
     def hook(ctx: MethodContext) -> Type:
         if record is None:
             return _unmodelled(ctx.api, ctx.context, name, [ctx.type], ctx.default_return_type, config)
-        receiver = Actual(None, ctx.type)
+        receiver = Actual(receiver_expression(ctx.context, name), ctx.type)
         operands = [[receiver], *_actuals(ctx.arg_types, ctx.args)]
         call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, record.effect)
         call.refine = refine.op_refiner(ctx, record, call.name, method=True)
@@ -57,9 +72,22 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
             return ctx.default_return_type
         if inplace:
             return _written(call, results, ctx.type, ctx.default_return_type)
-        return result_type(ctx.default_return_type, results)
+        return result_type(declared_result(ctx.default_return_type, [ctx.type]), results)
 
     return hook
+
+
+def receiver_expression(context: Context, name: str) -> Expression | None:
+    """The expression a method is called on: ``a`` in ``a.mul_(b)``, ``a + b``, ``b + a`` (``__radd__``)."""
+    if isinstance(context, CallExpr) and isinstance(context.callee, MemberExpr):
+        return context.callee.expr
+    if isinstance(context, OpExpr):
+        return context.right if name in _REFLECTED else context.left
+    if isinstance(context, ComparisonExpr):
+        return context.operands[0]
+    if isinstance(context, (UnaryExpr, IndexExpr)):
+        return context.expr if isinstance(context, UnaryExpr) else context.base
+    return None
 
 
 def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]:
@@ -79,9 +107,23 @@ def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type
         out = _out_argument(ctx)
         if out is not None:
             return _written(call, results, out, ctx.default_return_type)
-        return result_type(ctx.default_return_type, results)
+        flat = [t for types in ctx.arg_types for t in types]
+        return result_type(declared_result(ctx.default_return_type, flat), results)
 
     return hook
+
+
+def declared_result(default: Type, operands: list[Type]) -> Type:
+    """What the op is declared to return; a tensor where torch leaves it ``Any``.
+
+    torch leaves a few modelled ops unannotated (``Tensor.norm``, ``torch.norm``),
+    so mypy types their result ``Any`` and the SPMD type would be lost: their
+    result is a tensor like their first tensor operand.
+    """
+    if not isinstance(get_proper_type(default), AnyType):
+        return default
+    tensors = (tensor_instance(member) for operand in operands for member in members(operand))
+    return next((tensor for tensor in tensors if tensor is not None), default)
 
 
 def attribute_hook(record: Op, name: str, config: Config) -> Callable[[AttributeContext], Type]:
@@ -94,6 +136,23 @@ def attribute_hook(record: Op, name: str, config: Config) -> Callable[[Attribute
         return ctx.default_attr_type if results is None else result_type(ctx.default_attr_type, results)
 
     return hook
+
+
+def named_field(ctx: AttributeContext) -> Type:
+    """``x.max(dim).values``: the tuple item the field names, typed like ``x.max(dim)[0]``.
+
+    torch declares the fields as properties returning a plain ``Tensor``;
+    the op's hook has typed the tuple's items.
+    """
+    result = get_proper_type(ctx.type)
+    if not isinstance(result, TupleType) or not isinstance(ctx.context, MemberExpr):
+        return ctx.default_attr_type
+    info = result.partial_fallback.type
+    fields = [name for name, symbol in info.names.items()
+              if isinstance(symbol.node, Decorator) and symbol.node.func.is_property]
+    if ctx.context.name not in fields or fields.index(ctx.context.name) >= len(result.items):
+        return ctx.default_attr_type
+    return result.items[fields.index(ctx.context.name)]
 
 
 def _out_argument(ctx: FunctionContext) -> Type | None:
@@ -125,22 +184,42 @@ def setitem_hook(ctx: MethodContext) -> Type:
     :func:`spmd_stubs.core.check_write`; an unknown y (or one that does
     not mention the axis) is accepted.
     """
-    targets = [t for t in spmd_members(ctx.type) if t is not None]
-    if not targets:
-        return ctx.default_return_type
-    operands = [choices(group[0]) if group else [ABSENT] for group in _actuals(ctx.arg_types, ctx.args)]
-    index, value = (operands + [[ABSENT], [ABSENT]])[:2]
-    if len(ctx.args) > 1 and ctx.args[1] and _is_zero(ctx.args[1][0]):
+    actuals = [group[0] if group else None for group in _actuals(ctx.arg_types, ctx.args)]
+    index, value = (actuals + [None, None])[:2]
+    if value is not None and value.expr is not None and _is_zero(value.expr):
         # Zeros keep every type: the same on every rank, and a part of any
         # pending sum, avg, max or min of zeros (Megatron zeroes masked rows).
-        value = [ABSENT]
-    for target, i, y in itertools.product(targets, index, value):
+        value = None
+    _check_writes(ctx, index, value, "x[i] = y")
+    return ctx.default_return_type
+
+
+def copy_hook(ctx: MethodContext) -> Type:
+    """``x.copy_(y)``: a write of all of x, checked as ``x[...] = y``; the result is x."""
+    actuals = _actuals(ctx.arg_types, ctx.args)
+    _check_writes(ctx, None, actuals[0][0] if actuals and actuals[0] else None, "x.copy_(y)")
+    return result_type(ctx.default_return_type, spmd_members(ctx.type) or [None])
+
+
+def _check_writes(ctx: MethodContext, index: Actual | None, value: Actual | None, form: str) -> None:
+    """Each alternative of the written tensor x, the index and the value, on each of x's axes
+    (a value without a gradient: :func:`spmd_stubs.core.check_write_without_gradient`)."""
+    targets = [t for t in spmd_members(ctx.type) if t is not None]
+    indices = choices(index) if index is not None else [ABSENT]
+    values = choices(value) if value is not None else [ABSENT]
+    free: bool | None = None  # looked for once, and only for a write that does not fit as it is
+    for target, i, y in itertools.product(targets, indices, values):
         for axis, axis_type in target.axes:
             try:
-                core.check_write(axis_type, _on_axis(y, axis), axis, _on_axis(i, axis))
+                core.check_write(axis_type, _on_axis(y, axis), axis, _on_axis(i, axis), form)
             except SpmdTypeError as error:
-                report.rule_error(ctx.api, ctx.context, error)
-    return ctx.default_return_type
+                if free is None:
+                    free = value is not None and (isinstance(y, Everywhere)
+                                                  or carries_no_gradient(value.expr, ctx.context, ctx.api))
+                try:
+                    core.check_write_without_gradient(axis_type, _on_axis(y, axis), free, axis, _on_axis(i, axis), form)
+                except SpmdTypeError:
+                    report.rule_error(ctx.api, ctx.context, error)
 
 
 def _is_zero(expr: Expression) -> bool:

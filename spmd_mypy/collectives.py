@@ -27,7 +27,7 @@ from mypy.nodes import (
     UnaryExpr,
 )
 from mypy.plugin import FunctionContext, FunctionSigContext
-from mypy.types import CallableType, FunctionLike, Type
+from mypy.types import AnyType, CallableType, FunctionLike, Type, get_proper_type
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.annotations import (
@@ -40,7 +40,7 @@ from spmd_mypy.annotations import (
     tensor_type_of,
 )
 from spmd_mypy.global_mode import boundaries, regions
-from spmd_mypy.representation import has_spmd, result_type, retype, spmd_members, updated_members
+from spmd_mypy.representation import has_spmd, result_type, retype, spmd_members, unknown_tensor, updated_members
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Code, Partial, SpmdTypeError, TensorType, planner, sharding
 from spmd_stubs.core.megatron_table import HELPERS, Helper
@@ -304,9 +304,18 @@ def declaring_hook(taker: str) -> Callable[[FunctionContext], Type]:
         declared = read(ctx)
         if declared is None:
             return ctx.default_return_type
-        return result_type(ctx.default_return_type, _declare(ctx, declared, ctx.default_return_type))
+        result = _a_tensor_for_any(ctx)
+        return result_type(result, _declare(ctx, declared, result))
 
     return hook
+
+
+def _a_tensor_for_any(ctx: FunctionContext) -> Type:
+    """The declared result; for an ``Any`` argument (an untyped call's result, an autograd
+    Function's ``.apply``) an unknown tensor, which the declaration then types."""
+    if not isinstance(get_proper_type(ctx.default_return_type), AnyType):
+        return ctx.default_return_type
+    return unknown_tensor(ctx.api) or ctx.default_return_type
 
 
 def from_local_hook(ctx: FunctionContext) -> Type:

@@ -14,16 +14,28 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence, Union
 
-from mypy.nodes import CallExpr, Context, Expression, ListExpr, RefExpr, TupleExpr
+from mypy.nodes import CallExpr, Context, Expression, GeneratorExpr, ListComprehension, ListExpr, RefExpr, TupleExpr
 from mypy.plugin import CheckerPluginInterface
 from mypy.types import Instance, NoneType, TupleType, Type, get_proper_type
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
+from spmd_mypy.gradients import carries_no_gradient
 from spmd_mypy.ops import FUNCTION_MODULES
 from spmd_mypy.representation import members, spmd_members, tensor_instance
 from spmd_stubs import core
-from spmd_stubs.core import SCALAR, Apply, Arg, AxisType, Effect, Expr, Replicate, Scalar, SpmdTypeError, TensorType
+from spmd_stubs.core import (
+    SCALAR,
+    Apply,
+    Arg,
+    AxisType,
+    Effect,
+    Expr,
+    Replicate,
+    Scalar,
+    SpmdTypeError,
+    TensorType,
+)
 from spmd_stubs.core.torch_ops import CONSTANT_FACTORIES, Rule, Variadic
 
 _MAX_COMBINATIONS = 64
@@ -39,6 +51,7 @@ class Everywhere:
 
 EVERYWHERE = Everywhere()
 ABSENT = None
+
 
 Choice = Union[TensorType, Scalar, Everywhere, None]
 """One alternative for one operand: a known type, a scalar, a constant, or unknown/absent."""
@@ -100,21 +113,30 @@ def _is_constant_factory(expr: Expression) -> bool:
     return name in CONSTANT_FACTORIES and f"{module}." in FUNCTION_MODULES
 
 
-def expand(rule: Rule, call: OpCall) -> tuple[Expr, list[list[Choice]]]:
-    """The rule as an expression over a flat operand list, with each operand's choices."""
+def expand(rule: Rule, call: OpCall) -> tuple[Expr, list[Actual | None]]:
+    """The rule as an expression over a flat operand list, with the actual of each operand."""
     if isinstance(rule, Variadic):
-        flat = [choices(a) for group in call.operands[rule.start :] for a in tensors_in(group, call.api)]
-        flat = [options for options in flat if not all(isinstance(c, Scalar) for c in options)]
-        return Apply(rule.linearity, *(Arg(i) for i in range(len(flat)))), flat
-    return rule, [choices(group[0]) if group else [ABSENT] for group in call.operands]
+        flat = [a for group in call.operands[rule.start :] for a in tensors_in(group, call.api)]
+        flat = [a for a in flat if not all(isinstance(c, Scalar) for c in choices(a))]
+        return Apply(rule.linearity, *(Arg(i) for i in range(len(flat)))), list(flat)
+    return rule, [group[0] if group else None for group in call.operands]
 
 
 def tensors_in(group: list[Actual], api: CheckerPluginInterface) -> Iterator[Actual]:
-    """The tensors in a parameter: list/tuple displays item by item, sequences by item type."""
+    """The tensors in a parameter: list/tuple displays item by item, comprehensions by their
+    element, other sequences by item type.
+
+    (mypy infers a comprehension in the parameter's context, ``list[Tensor]``:
+    its element expression keeps the SPMD type.)
+    """
     for actual in group:
         if isinstance(actual.expr, (ListExpr, TupleExpr)):
             for item in actual.expr.items:
                 yield Actual(item, type_of(api, item))
+            continue
+        if isinstance(actual.expr, (ListComprehension, GeneratorExpr)):
+            generator = actual.expr.generator if isinstance(actual.expr, ListComprehension) else actual.expr
+            yield Actual(generator.left_expr, type_of(api, generator.left_expr))
             continue
         proper = get_proper_type(actual.type)
         if isinstance(proper, Instance) and tensor_instance(proper) is None and proper.args:
@@ -147,17 +169,21 @@ def _on_axis(choice: Choice, axis: str) -> AxisType | Scalar | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def judge(expr: Expr, combination: tuple[Choice, ...], op: str, effect: Effect = None) -> TensorType | None:
-    """The result type of one combination of operand types (raises SpmdTypeError).
+def judge(expr: Expr, combination: tuple[Choice, ...], op: str, effect: Effect = None,
+          free: tuple[bool, ...] = ()) -> TensorType | None:
+    """The result type of one combination of operand types (raises SpmdTypeError); ``free`` marks
+    the operands that carry no gradient (:func:`spmd_stubs.core.evaluate_without_gradients`).
 
     Cached: a code base applies the same ops to the same few types over and
     over, and judging costs several times the lookup (a verdict that raises
     is not cached and is judged again, with its message, each time).
     """
     axes = sorted({axis for c in combination if isinstance(c, TensorType) for axis, _ in c.axes})
+    free = free or (False,) * len(combination)
     result: dict[str, AxisType] = {}
     for axis in axes:
-        value = core.evaluate(expr, [_on_axis(c, axis) for c in combination], op, axis, effect)
+        operands = [_on_axis(c, axis) for c in combination]
+        value = core.evaluate_without_gradients(expr, operands, free, op, axis, effect)
         if value is not None:
             result[axis] = value
     return TensorType.of(result) if result else None
@@ -169,7 +195,8 @@ def infer(rule: Rule, call: OpCall) -> list[TensorType | None] | None:
     A combination that violates a rule is reported and counts as unknown, so
     one mistake gives one error, not a cascade.
     """
-    expr, operand_choices = expand(rule, call)
+    expr, actuals = expand(rule, call)
+    operand_choices = [choices(a) if a is not None else [ABSENT] for a in actuals]
     if not any(isinstance(c, TensorType) for options in operand_choices for c in options):
         return None
     combinations = list(itertools.islice(itertools.product(*operand_choices), _MAX_COMBINATIONS + 1))
@@ -180,12 +207,26 @@ def infer(rule: Rule, call: OpCall) -> list[TensorType | None] | None:
         if call.config.strict:
             _report_missing_axes(expr, combination, call)
         try:
-            result = judge(expr, combination, call.name, call.effect)
+            result = _judge_gradients_aside(expr, combination, actuals, call)
             results.append(result if call.refine is None else call.refine(combination, result))
         except SpmdTypeError as error:
             report.rule_error(call.api, call.context, error)
             results.append(None)
     return results
+
+
+def _judge_gradients_aside(expr: Expr, combination: tuple[Choice, ...], actuals: list[Actual | None],
+                           call: OpCall) -> TensorType | None:
+    """The combination's result; where it breaks a rule, judged again knowing which operands carry no
+    gradient (:mod:`spmd_mypy.gradients`: looked for only then, it walks the function)."""
+    try:
+        return judge(expr, combination, call.name, call.effect)
+    except SpmdTypeError:
+        free = tuple(isinstance(c, Everywhere) or (a is not None and carries_no_gradient(a.expr, call.context, call.api))
+                     for c, a in zip(combination, actuals))
+        if not any(free):
+            raise
+        return judge(expr, combination, call.name, call.effect, free)
 
 
 def _report_missing_axes(expr: Expr, combination: Sequence[Choice], call: OpCall) -> None:

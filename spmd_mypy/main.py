@@ -43,7 +43,7 @@ from spmd_mypy.collectives import (
     UNTYPED_MODULES,
 )
 from spmd_mypy.global_mode import boundaries, refine, regions
-from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX
+from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, RETURN_TYPES
 from spmd_mypy.representation import TENSOR, add_hidden_parameter
 from spmd_stubs import core
 from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES
@@ -263,6 +263,8 @@ class SpmdPlugin(Plugin):
         return self._chained("get_attribute_hook", fullname, self._attribute_hook(fullname))
 
     def _attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Any] | None:
+        if fullname.startswith(RETURN_TYPES):
+            return guarded(calls.named_field)
         if not fullname.startswith(ATTRIBUTE_PREFIX):
             return None
         name = fullname[len(ATTRIBUTE_PREFIX) :]

@@ -10,3 +10,6 @@ FUNCTION_MODULES = ("torch._C._VariableFunctions.", "torch._C._nn.", "torch.nn.f
 
 METHOD_PREFIX = "torch._tensor.Tensor."
 ATTRIBUTE_PREFIX = "torch._C.TensorBase."
+
+RETURN_TYPES = "torch.return_types."
+"""Where torch's named-tuple results live (``x.max(dim)`` is ``torch.return_types.max``)."""

@@ -24,7 +24,7 @@ import hashlib
 from typing import Callable, Iterable
 
 from mypy.nodes import TypeInfo
-from mypy.plugin import ClassDefContext
+from mypy.plugin import CheckerPluginInterface, ClassDefContext
 from mypy.typeops import make_simplified_union
 from mypy.types import (
     AnyType,
@@ -67,6 +67,16 @@ def add_hidden_parameter(ctx: ClassDefContext) -> None:
     )
     ctx.cls.type_vars = [parameter]
     info.add_type_vars()
+
+
+def unknown_tensor(api: CheckerPluginInterface) -> Instance | None:
+    """A plain ``torch.Tensor`` (unknown SPMD type); None where the program never imports torch."""
+    module, _, name = TENSOR.rpartition(".")
+    tree = getattr(api, "modules", {}).get(module)
+    symbol = tree.names.get(name) if tree is not None else None
+    if symbol is None or not isinstance(symbol.node, TypeInfo) or not is_tensor(symbol.node):
+        return None
+    return Instance(symbol.node, [AnyType(TypeOfAny.special_form)])
 
 
 def local_form(tensor_type: TensorType) -> TensorType:

@@ -14,6 +14,7 @@ module                   what
 :mod:`.rules`            op rules by linearity, pending max/min effects
 :mod:`.comms`            the transition table, duality, backward, routes
 :mod:`.checks`           in-place writes, backward seeds, type asserts
+:mod:`.no_gradient`      operands without a gradient: constants for the I rule
 :mod:`.torch_ops`        one record per torch op
 :mod:`.sharding`         shard propagation for global SPMD
 :mod:`.partition_specs`  partition specs and the moves between them
@@ -43,6 +44,7 @@ from spmd_stubs.core.axis_types import (
     shard_group,
 )
 from spmd_stubs.core.checks import check_asserted, check_inplace, check_loss, check_write
+from spmd_stubs.core.no_gradient import check_write_without_gradient, evaluate_without_gradients
 from spmd_stubs.core.comms import (
     CASTS,
     COLLECTIVES,
@@ -101,6 +103,8 @@ __all__ = [
     "IMPLICIT_PARTIAL",
     "check_inplace",
     "check_write",
+    "check_write_without_gradient",
+    "evaluate_without_gradients",
     "check_loss",
     "check_asserted",
 ]

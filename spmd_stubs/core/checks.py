@@ -23,8 +23,9 @@ def check_inplace(op: str, written: AxisType, result: AxisType | None, axis: str
     )
 
 
-def check_write(target: AxisType, value: Operand, axis: str, index: Operand = None) -> None:
-    """``x[i] = y`` (``Tensor.__setitem__``): x keeps its type, which the write must not change.
+def check_write(target: AxisType, value: Operand, axis: str, index: Operand = None, form: str = "x[i] = y") -> None:
+    """``x[i] = y`` (``Tensor.__setitem__``, or ``x.copy_(y)``, named by ``form`` in messages): x keeps
+    its type, which the write must not change.
 
     ``target`` is x's type on ``axis``, ``value`` y's (None: unknown, accepted
     as gradual typing asks; a python scalar), ``index`` i's.  A write fits
@@ -42,9 +43,9 @@ def check_write(target: AxisType, value: Operand, axis: str, index: Operand = No
     if isinstance(value, Scalar):
         why = "every rank's part would hold the number, so the pending sum would count it once per rank"
         fix = f"all_reduce(x, {axis}, src={target}, dst=R) before the write, and write into its R result"
-        raise SpmdTypeError(Code.INPLACE, axis, _write_message(target, "a python scalar", axis, why, fix))
+        raise SpmdTypeError(Code.INPLACE, axis, _write_message(form, target, "a python scalar", axis, why, fix))
     why, fix = _why_the_value_does_not_fit(target, value, axis)
-    raise SpmdTypeError(Code.INPLACE, axis, _write_message(target, f"y of type {value.on(axis)}", axis, why, fix))
+    raise SpmdTypeError(Code.INPLACE, axis, _write_message(form, target, f"y of type {value.on(axis)}", axis, why, fix))
 
 
 def _check_write_index(target: AxisType, index: Operand, axis: str) -> None:
@@ -102,9 +103,9 @@ def _why_the_value_does_not_fit(target: AxisType, value: AxisType, axis: str) ->
     return why, f"{instead(value, goal, axis).replace('(x, ', '(y, ')} first"
 
 
-def _write_message(target: AxisType, what: str, axis: str, why: str, fix: str) -> str:
+def _write_message(form: str, target: AxisType, what: str, axis: str, why: str, fix: str) -> str:
     return (
-        f"x[i] = y writes {what} into x of type {target.on(axis)} on axis {axis}, but a tensor "
+        f"{form} writes {what} into x of type {target.on(axis)} on axis {axis}, but a tensor "
         f"written in place keeps its type, and {why}. Fix: {fix}."
     )
 

@@ -133,6 +133,9 @@ class OpSpec:
     arity: int
     scalars: int = 0
     """Python scalar operands, numbered after the tensor ones in ``expr``."""
+    constants: tuple[int, ...] = ()
+    """Operands the template takes no gradient of (``.detach()``, a comparison): judged by
+    :func:`spmd_stubs.core.evaluate_without_gradients`."""
 
 
 def _mul(*indices: int) -> Apply:
@@ -151,6 +154,10 @@ _BINARY_SAME_SHAPE = [
     OpSpec("add", "{0} + {1}", Apply(Linearity.ADDITIVE, Arg(0), Arg(1)), 2),
     OpSpec("sub", "{0} - {1}", Apply(Linearity.ADDITIVE, Arg(0), Arg(1)), 2),
     OpSpec("mul", "{0} * {1}", _mul(0, 1), 2),
+    # Operands without a gradient (docs/spec.md#operands-without-a-gradient).
+    OpSpec("add_detached", "{0} + {1}.detach()", Apply(Linearity.ADDITIVE, Arg(0), Arg(1)), 2, constants=(1,)),
+    OpSpec("mul_detached", "{0} * {1}.detach()", _mul(0, 1), 2, constants=(1,)),
+    OpSpec("mul_mask", "{0} * ({1} > 0)", _mul(0, 1), 2, constants=(1,)),
 ]
 _LINEAR = Apply(Linearity.LINEAR, Arg(0))
 _SUM_ALL = OpSpec("sum", "{0}.sum()", _LINEAR, 1)
@@ -206,8 +213,9 @@ def _local_types(op: OpSpec, operands: list[Value]) -> tuple[Types, frozenset[st
     types, codes = [], set()
     for i, axis in enumerate(AXES):
         args: list[core.Operand] = [v.types[i] for v in operands] + [core.SCALAR] * op.scalars
+        free = [k in op.constants for k in range(len(args))]
         try:
-            result = core.evaluate(op.expr, args, op.name, axis)
+            result = core.evaluate_without_gradients(op.expr, args, free, op.name, axis)
         except SpmdTypeError as err:
             codes.add(err.code.value)
             kinds = {v.types[i].kind for v in operands}

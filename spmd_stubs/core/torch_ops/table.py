@@ -141,7 +141,7 @@ RECORDS: tuple[Op, ...] = (
     *ops("kthvalue", ALL_NONLINEAR, shape=reduce(-1)),
     *ops("logsumexp", ALL_NONLINEAR, shape=reduce(REQUIRED)),
     *ops("mode norm var_mean std_mean isclose allclose equal group_norm batch_norm instance_norm"
-         " local_response_norm cross_entropy nll_loss mse_loss l1_loss smooth_l1_loss huber_loss kl_div"
+         " local_response_norm mse_loss l1_loss smooth_l1_loss huber_loss kl_div"
          " binary_cross_entropy binary_cross_entropy_with_logits cosine_similarity pairwise_distance unique"
          " bincount histc one_hot", ALL_NONLINEAR),
     # Sums and products.
@@ -184,6 +184,8 @@ RECORDS: tuple[Op, ...] = (
     *ops("masked_fill", Apply(ADDITIVE, Arg(0), Arg(2)), shape=POINTWISE, no_grad=(1,)),
     *ops("where", Apply(ADDITIVE, Arg(1), Arg(2)), shape=POINTWISE, no_grad=(0,)),
     *ops("embedding", Arg(1), no_grad=(0,)),
+    # (input, target, weight): the class indices select a log-probability.
+    *ops("cross_entropy nll_loss", Apply(NONLINEAR, Arg(0), Arg(2)), no_grad=(1,)),
 )
 
 CONSTANT_FACTORIES = frozenset(

@@ -67,9 +67,8 @@ def views_and_variadic(w: Tensor[S(0)@tp], a: Tensor[R@tp], b: Tensor[V@tp]) -> 
 def factories(p: Tensor[P@tp], r: Tensor[R@tp], i: Tensor[I@tp]) -> None:
     p.add(torch.ones(3))  # E: spmd-partial-affine
     torch.add(p, torch.zeros(3))  # E: spmd-partial-affine
-    # mypy re-checks an operator that reported an error through its reflected form with the
-    # operands as bare types, so there a factory call counts as unknown (documented limitation).
-    reveal_type(p + torch.ones(3))  # N: Tensor[P@tp]
+    p + torch.ones(3)  # E: spmd-partial-affine
+    reveal_type(i + torch.ones(3))  # N: Tensor[I@tp]
     reveal_type(r * torch.zeros_like(r))  # N: Tensor[R@tp]
     reveal_type(p * torch.full((3,), 2.0))  # N: Tensor[P@tp]
     reveal_type(torch.zeros(3))  # N: Tensor[Any]

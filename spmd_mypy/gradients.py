@@ -1,0 +1,215 @@
+"""Which operands carry no gradient: where they are R or I, they are judged as constants.
+
+The rule for Invariant (docs/spec.md#local-rules) exists so that an I value's
+gradient is the same on every rank; a value that gets no gradient cannot
+break it, and it is the same on every rank whether typed R or I.  So when a
+combination of operands breaks a rule, it is judged again with each
+gradient-free R or I operand taken as a constant (a scalar): ``out * ~mask``
+with an I mask and V activations is V.  The rules for Partial are about
+forward values and stay as they are.
+
+An operand carries no gradient when its expression is
+
+* a comparison, ``~x``, ``x & y``, ``x | y``, ``x ^ y`` (bool/int results);
+* a call of a method or torch function that returns indices, bools or
+  integers or drops the graph (``argmax``, ``nonzero``, ``.long()``,
+  ``.detach()``, ``.to(torch.int64)``, ...), or an index into one;
+* ``.indices`` of a named-tuple result, or a parameter's ``.grad``;
+* a torch op (operator, method, ``torch.*`` function) whose operands all
+  carry none, or a python number;
+* a local name every assignment in the function gives such a value;
+
+or the code runs under ``torch.no_grad()`` / ``torch.inference_mode()`` (a
+``with`` block or a decorator of the enclosing function), where nothing does.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from mypy.nodes import (
+    AssignmentStmt,
+    Block,
+    CallExpr,
+    ClassDef,
+    ComparisonExpr,
+    Context,
+    Decorator,
+    Expression,
+    FloatExpr,
+    ForStmt,
+    FuncDef,
+    FuncItem,
+    IfStmt,
+    IndexExpr,
+    IntExpr,
+    MemberExpr,
+    NameExpr,
+    OpExpr,
+    RefExpr,
+    Statement,
+    TryStmt,
+    UnaryExpr,
+    WhileStmt,
+    WithStmt,
+)
+from mypy.plugin import CheckerPluginInterface
+
+from spmd_mypy.representation import contains_tensor
+
+NO_GRADIENT_CALLS = frozenset(
+    "detach argmax argmin argsort nonzero searchsorted bucketize long int short byte char bool"
+    " eq ne lt le gt ge greater less greater_equal less_equal equal isclose isnan isinf isfinite"
+    " isneginf isposinf logical_and logical_or logical_not logical_xor bitwise_and bitwise_or"
+    " bitwise_xor bitwise_not randint randint_like randperm multinomial bernoulli".split()
+)
+"""Ops whose result never carries a gradient (indices, bools, integers, samples, a detached copy)."""
+
+NO_GRADIENT_DTYPES = frozenset(
+    "bool uint8 int8 int16 int32 int64 short int long uint16 uint32 uint64".split()
+)
+NO_GRADIENT_CONTEXTS = frozenset({"no_grad", "inference_mode"})
+_TORCH = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.special"})
+_BITWISE = frozenset({"&", "|", "^"})
+
+
+def carries_no_gradient(expr: Expression | None, context: Context, api: CheckerPluginInterface) -> bool:
+    """Whether the operand ``expr``, at ``context``, never carries a gradient."""
+    function = _current_function(api)
+    if _under_no_grad(context, function, api):
+        return True
+    return expr is not None and _Walk(function, api).no_gradient(expr)
+
+
+class _Walk:
+    """One question about one operand: the names already asked about stop a cycle (``x = x + 1``)."""
+
+    def __init__(self, function: FuncItem | None, api: CheckerPluginInterface) -> None:
+        self.function = function
+        self.api = api
+        self.seen: set[str] = set()
+
+    def no_gradient(self, expr: Expression) -> bool:
+        if isinstance(expr, (IntExpr, FloatExpr, ComparisonExpr)):
+            return True
+        if isinstance(expr, UnaryExpr):
+            return expr.op == "~" or self.no_gradient(expr.expr)
+        if isinstance(expr, OpExpr):
+            return expr.op in _BITWISE or (self.no_gradient(expr.left) and self.no_gradient(expr.right))
+        if isinstance(expr, MemberExpr):
+            return expr.name in ("indices", "grad") or not self._tensor(expr)
+        if isinstance(expr, IndexExpr):
+            return self.no_gradient(expr.base)
+        if isinstance(expr, CallExpr):
+            return self._call(expr)
+        if isinstance(expr, NameExpr):
+            return self._name(expr)
+        return False
+
+    def _call(self, call: CallExpr) -> bool:
+        callee = call.callee
+        if not isinstance(callee, RefExpr):
+            return False
+        if callee.name in NO_GRADIENT_CALLS:
+            return True
+        if callee.name in ("to", "type") and call.args:
+            dtype = call.args[0]
+            if isinstance(dtype, MemberExpr) and dtype.name in NO_GRADIENT_DTYPES:
+                return True
+        if isinstance(callee, MemberExpr) and isinstance(callee.expr, RefExpr) and callee.expr.fullname in _TORCH:
+            operands = list(call.args)  # torch.f(...): its arguments
+        elif isinstance(callee, MemberExpr):
+            operands = [callee.expr, *call.args]  # x.f(...): the receiver and the arguments
+        else:
+            return False
+        return bool(operands) and all(self.no_gradient(operand) for operand in operands)
+
+    def _name(self, name: NameExpr) -> bool:
+        if not self._tensor(name):
+            return True
+        if self.function is None or name.name in self.seen:
+            return False
+        self.seen.add(name.name)
+        values = list(_assigned(self.function.body, name.name))
+        return bool(values) and all(self.no_gradient(value) for value in values)
+
+    def _tensor(self, expr: Expression) -> bool:
+        """Whether mypy types ``expr`` as (containing) a tensor: anything else is a python value."""
+        known = self.api.lookup_type_or_none(expr)  # type: ignore[attr-defined]
+        return known is None or contains_tensor(known)
+
+
+def _assigned(block: Block, name: str) -> Iterator[Expression]:
+    """Every value assigned to the local ``name`` in ``block`` (a for-loop target: what it iterates)."""
+    for statement in _statements(block):
+        if isinstance(statement, AssignmentStmt):
+            if any(isinstance(target, NameExpr) and target.name == name for target in statement.lvalues):
+                yield statement.rvalue
+        elif isinstance(statement, ForStmt) and isinstance(statement.index, NameExpr) and statement.index.name == name:
+            yield statement.expr  # the items of a gradient-free tensor carry none either
+
+
+def _statements(block: Block) -> Iterator[Statement]:
+    """The statements of ``block`` and of the blocks nested in it (not nested defs)."""
+    for statement in block.body:
+        yield statement
+        for inner in _blocks(statement):
+            yield from _statements(inner)
+
+
+def _blocks(statement: Statement) -> list[Block]:
+    if isinstance(statement, IfStmt):
+        return [*statement.body, *([statement.else_body] if statement.else_body else [])]
+    if isinstance(statement, (ForStmt, WhileStmt)):
+        return [statement.body, *([statement.else_body] if statement.else_body else [])]
+    if isinstance(statement, WithStmt):
+        return [statement.body]
+    if isinstance(statement, TryStmt):
+        extra = [b for b in (statement.else_body, statement.finally_body) if b is not None]
+        return [statement.body, *statement.handlers, *extra]
+    return []
+
+
+def _current_function(api: CheckerPluginInterface) -> FuncItem | None:
+    scope = getattr(api, "scope", None)
+    return scope.current_function() if scope is not None else None
+
+
+def _under_no_grad(context: Context, function: FuncItem | None, api: CheckerPluginInterface) -> bool:
+    """Whether ``context`` is in a ``with torch.no_grad():`` block or a ``@torch.no_grad()`` function."""
+    if function is None:
+        return False
+    if any(_is_no_grad(d) for d in _decorators(function, api)):
+        return True
+    return any(
+        isinstance(statement, WithStmt)
+        and any(_is_no_grad(e) for e in statement.expr)
+        and statement.body.line <= context.line <= (statement.body.end_line or statement.body.line)
+        for statement in _statements(function.body)
+    )
+
+
+def _is_no_grad(expr: Expression) -> bool:
+    callee = expr.callee if isinstance(expr, CallExpr) else expr
+    return isinstance(callee, RefExpr) and callee.name in NO_GRADIENT_CONTEXTS
+
+
+def _decorators(function: FuncItem, api: CheckerPluginInterface) -> list[Expression]:
+    tree = getattr(api, "tree", None)
+    if tree is None or not function.is_decorated:
+        return []
+    for decorator in _decorated(tree.defs):
+        if decorator.func is function:
+            return decorator.decorators
+    return []
+
+
+def _decorated(statements: list[Statement]) -> Iterator[Decorator]:
+    for statement in statements:
+        if isinstance(statement, Decorator):
+            yield statement
+            yield from _decorated(statement.func.body.body)
+        elif isinstance(statement, FuncDef):
+            yield from _decorated(statement.body.body)
+        elif isinstance(statement, ClassDef):
+            yield from _decorated(statement.defs.body)

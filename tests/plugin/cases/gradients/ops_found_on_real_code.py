@@ -1,0 +1,34 @@
+"""Ops that real training code uses and that lost the SPMD type: norms, named results, copy_, stacks."""
+import torch
+
+from spmd_stubs import I, P, Tensor, V
+from spmd_stubs.axes import tp
+
+
+def norms(x: Tensor[V@tp], p: Tensor[P@tp]) -> None:
+    reveal_type(torch.norm(x))  # N: Tensor[V@tp]
+    reveal_type(x.norm())  # N: Tensor[V@tp]
+    reveal_type(x.norm(2.0))  # N: Tensor[V@tp]
+    p.norm()  # E: spmd-partial-nonlinear
+
+
+def named_results(x: Tensor[V@tp]) -> None:
+    reveal_type(x.max(0).values)  # N: Tensor[V@tp]
+    reveal_type(x.max(0).indices)  # N: Tensor[V@tp]
+    reveal_type(x.topk(2).values)  # N: Tensor[V@tp]
+    reveal_type(torch.sort(x).indices)  # N: Tensor[V@tp]
+    reveal_type(x.max(0)[0])  # N: Tensor[V@tp]
+
+
+def stacks(grads: list[Tensor[V@tp]], p: Tensor[P@tp]) -> None:
+    reveal_type(torch.stack([g.norm() for g in grads]))  # N: Tensor[V@tp]
+    norms = []
+    for g in grads:
+        norms.append(g.norm())
+    reveal_type(torch.stack(norms))  # N: Tensor[V@tp]
+    torch.stack([p, grads[0]])  # E: spmd-partial-varying
+
+
+def copies(out: Tensor[I@tp], product: Tensor[P@tp], full: Tensor[I@tp]) -> None:
+    out.copy_(product)  # E: spmd-inplace
+    reveal_type(out.copy_(full))  # N: Tensor[I@tp]

@@ -44,7 +44,6 @@ from spmd_stubs.core.axis_types import (
     shard_group,
 )
 from spmd_stubs.core.checks import check_asserted, check_inplace, check_loss, check_write
-from spmd_stubs.core.no_gradient import check_write_without_gradient, evaluate_without_gradients
 from spmd_stubs.core.comms import (
     CASTS,
     COLLECTIVES,
@@ -61,6 +60,7 @@ from spmd_stubs.core.comms import (
     transitions,
 )
 from spmd_stubs.core.errors import Code, SpmdTypeError
+from spmd_stubs.core.no_gradient import check_write_without_gradient, evaluate_without_gradients
 from spmd_stubs.core.rules import Apply, Arg, Effect, Expr, Linearity, Monotone, evaluate
 
 __all__ = [

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 from mypy.plugin import AttributeContext, FunctionContext, MethodContext
@@ -59,11 +60,28 @@ def autograd_hook(outputs: str, gradients: str, call: str) -> Callable[[Function
 
 
 def grad_attribute(ctx: AttributeContext) -> Type:
-    """``p.grad``: the dual type of ``p`` (or None, as declared)."""
-    results = [_dual(member) for member in spmd_members(ctx.type)]
-    if not any(r is not None for r in results):
+    """``p.grad``: the dual type of ``p`` (or None, as declared).
+
+    Written (``p.grad = ...``), it also takes the gradient after its reduction,
+    the data-parallel sync every trainer writes:
+    ``p.grad = all_reduce(p.grad, dp, src=P, dst=R)`` (or ``dst=I``).  A read
+    is still the dual (the type cannot follow the write), so the update takes
+    the synced value from the local it was computed in (docs/porting.md).
+    """
+    duals = [_dual(member) for member in spmd_members(ctx.type)]
+    if not any(d is not None for d in duals):
         return ctx.default_attr_type
-    return result_type(ctx.default_attr_type, results)
+    if ctx.is_lvalue:
+        return result_type(ctx.default_attr_type, [r for d in duals for r in (_reduced(d) if d is not None else [d])])
+    return result_type(ctx.default_attr_type, duals)
+
+
+
+def _reduced(tensor_type: TensorType) -> list[TensorType]:
+    """The gradient after any of its pending reductions were done (each Partial axis P, R or I)."""
+    options = [[(axis, t)] if t.kind is not core.Kind.P else [(axis, t), (axis, core.Replicate), (axis, core.Invariant)]
+               for axis, t in tensor_type.axes]
+    return [TensorType(tuple(axes)) for axes in itertools.product(*options)]
 
 
 def _dual(tensor_type: TensorType | None) -> TensorType | None:

@@ -16,7 +16,8 @@ import pytest
 from tests.plugin.harness import ROOT, config_text, run_mypy
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-EXAMPLE = re.compile(r"```python\n(?P<program>.*?)```\s*```\n(?P<output>t\.py:.*?)```", re.S)
+# A program holds no fence: a python block without output is not glued to a later one.
+EXAMPLE = re.compile(r"```python\n(?P<program>(?:(?!```).)*?)```\s*```\n(?P<output>t\.py:.*?)```", re.S)
 
 
 def _examples() -> list[tuple[str, str, str]]:

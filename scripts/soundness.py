@@ -45,7 +45,8 @@ def collect(count: int, seed_value: int) -> list[Program]:
 
 def print_report(report: Report, seconds: float) -> None:
     print(f"\nprograms: {report.programs} in {seconds:.0f} s")
-    print(f"accepted: {report.accepted}; gradient mismatches: {len(report.mismatches)}; "
+    print(f"accepted: {report.accepted} ({report.accepted_without_gradients} with an operand without a gradient); "
+          f"gradient mismatches: {len(report.mismatches)}; "
           f"runtime errors on accepted programs: {len(report.accepted_runtime_errors)}")
     print(f"mypy crashes: {len(report.mypy_crashes)}; checker vs algebra prediction disagreements: {len(report.disagreements)}")
     print(f"rejected: {report.programs - report.accepted}")

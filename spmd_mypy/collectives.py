@@ -170,7 +170,7 @@ def apply(
             try:
                 core.transition(request.op, request.src, request.dst, axis, request.expert_mode)
                 if axis in mapping:
-                    core.check_source(request.op, request.src, mapping[axis], axis)
+                    core.check_source(request.op, request.src, mapping[axis], axis, request.dst)
                 if axis in global_axes:
                     sharding.global_collective(request.op, request.src, request.dst, mapping, axis, global_axes)
                     continue
@@ -338,12 +338,18 @@ def annotation_entries(expr: Expression, taker: str) -> list[tuple[str, AxisType
     return shard_group(axis_type, list(axes), f"{axis_type}@({', '.join(axes)})")
 
 
+_INPUT_NAMES = ("input_tensor", "input", "tensor", "input_list")
+"""The parameter a raw collective reads (its output buffer, where it has one, comes first)."""
+
+
 def untyped_collective_hook(name: str) -> Callable[[FunctionContext], Type]:
     """A raw torch.distributed collective on a typed tensor: the checker loses track."""
     typed_op = UNTYPED[name]
 
     def hook(ctx: FunctionContext) -> Type:
-        typed = [t for types in ctx.arg_types for t in types if has_spmd(t)]
+        given = {n: types for n, types in zip(ctx.callee_arg_names, ctx.arg_types) if types}
+        read = next((given[n] for n in _INPUT_NAMES if n in given), [t for types in ctx.arg_types for t in types])
+        typed = [t for t in read if has_spmd(t)] or [t for types in ctx.arg_types for t in types if has_spmd(t)]
         if not typed:
             return ctx.default_return_type
         tensor_type = next(m for m in spmd_members(typed[0]) if m is not None)
@@ -353,12 +359,26 @@ def untyped_collective_hook(name: str) -> Callable[[FunctionContext], Type]:
             ctx.context,
             f"torch.distributed {name} on a typed tensor (Tensor[{tensor_type}]) changes values the "
             f"checker cannot see: the tensor's SPMD type on axis {axis} (and its gradient) would be "
-            f"wrong afterwards. Fix: use the typed spmd_stubs.{typed_op}(x, {axis}, src={current}, dst=...).",
+            f"wrong afterwards. Fix: {_typed_form(typed_op, current, axis)}.",
             errorcodes.BY_RULE[Code.UNTYPED_COLLECTIVE],
         )
         return ctx.default_return_type
 
     return hook
+
+
+def _typed_form(op: str, current: AxisType, axis: str) -> str:
+    """The typed collective that does what the raw one does to a ``current`` input, as a valid call."""
+    dsts = [str(AxisType(dst)) for row_op, src, dst, gated in core.transitions()
+            if row_op == op and src is current.kind and not gated]
+    if dsts:
+        return f"use the typed spmd_stubs.{op}(x, {axis}, src={current}, dst={' or '.join(dict.fromkeys(dsts))})"
+    return (
+        f"x is {current.on(axis)}: the same on every rank of {axis}, so a raw {op} would combine copies "
+        f"(an all_reduce multiplies by the axis size). Drop it, or if each rank holds only a part, type x "
+        f"so where it is made (P@{axis} for parts of a sum, V@{axis} for per-rank values) and use "
+        f"spmd_stubs.{op}"
+    )
 
 
 # --------------------------------------------------------------------------

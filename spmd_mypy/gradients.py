@@ -108,7 +108,7 @@ class _Walk:
 
     def _call(self, call: CallExpr) -> bool:
         callee = call.callee
-        if not isinstance(callee, RefExpr):
+        if not isinstance(callee, (NameExpr, MemberExpr)):
             return False
         if callee.name in NO_GRADIENT_CALLS:
             return True
@@ -191,12 +191,12 @@ def _under_no_grad(context: Context, function: FuncItem | None, api: CheckerPlug
 
 def _is_no_grad(expr: Expression) -> bool:
     callee = expr.callee if isinstance(expr, CallExpr) else expr
-    return isinstance(callee, RefExpr) and callee.name in NO_GRADIENT_CONTEXTS
+    return isinstance(callee, (NameExpr, MemberExpr)) and callee.name in NO_GRADIENT_CONTEXTS
 
 
 def _decorators(function: FuncItem, api: CheckerPluginInterface) -> list[Expression]:
     tree = getattr(api, "tree", None)
-    if tree is None or not function.is_decorated:
+    if tree is None or not (isinstance(function, FuncDef) and function.is_decorated):
         return []
     for decorator in _decorated(tree.defs):
         if decorator.func is function:

@@ -155,9 +155,15 @@ def check_asserted(actual: AxisType, asserted: AxisType, axis: str) -> None:
     """``assert_type`` may refine an unknown type but not contradict a known one (V and S(i) agree)."""
     if actual.local == asserted.local:
         return
+    if actual.kind is Kind.V and asserted.kind is Kind.P:
+        # Asserting P of per-rank values means "these are parts of a sum": a reinterpret says so.
+        fix = (f"reinterpret(x, {axis}, src=V, dst={asserted}) first if each rank's values are its part of "
+               f"the sum (convert(..., expert_mode=True) would instead zero-pad to keep the values)")
+    else:
+        fix = f"first {instead(actual, asserted, axis)}"
     raise SpmdTypeError(
         Code.ASSERT,
         axis,
         f"assert_type says {asserted.on(axis)} but the value is {actual.on(axis)} on axis {axis}. "
-        f"Fix: correct the assertion, or first {instead(actual, asserted, axis)}.",
+        f"Fix: correct the assertion, or {fix}.",
     )

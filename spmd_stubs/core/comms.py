@@ -308,7 +308,7 @@ def _why_not(op: str, src: AxisType, dst: AxisType) -> str:
     return ""
 
 
-def check_source(op: str, declared: AxisType, actual: AxisType, axis: str) -> None:
+def check_source(op: str, declared: AxisType, actual: AxisType, axis: str, dst: AxisType | None = None) -> None:
     """The input's actual type must be the declared ``src`` (V and S(i) agree).
 
     A varying input is also accepted where ``all_reduce``/``reduce_scatter``
@@ -316,8 +316,10 @@ def check_source(op: str, declared: AxisType, actual: AxisType, axis: str) -> No
     ungated transition whose forward and backward are the identity, so the
     call computes exactly what ``src=V`` would (docs/spec.md#deviations).
     This is the row-parallel pattern: a local matmul gives V, the reduction
-    reads it as P.  Raises ``spmd-collective`` naming the operation that
-    fits the actual type.
+    reads it as P.  Raises ``spmd-collective`` whose fix is a valid call:
+    ``src=`` the actual type where ``op`` takes it to ``dst``, else the
+    operation that does (an I input to ``all_reduce(src=P, dst=R)`` is
+    ``convert(x, tp, src=I, dst=R)``: it is already the sum).
     """
     if actual.local == declared.local:
         return
@@ -327,8 +329,27 @@ def check_source(op: str, declared: AxisType, actual: AxisType, axis: str) -> No
         Code.COLLECTIVE,
         axis,
         f"{op} is told src={declared}, but the input is {actual.on(axis)} on axis {axis}. "
-        f"Fix: pass src={actual}, or first {instead(actual, declared, axis)}.",
+        f"Fix: {_source_fix(op, declared, actual, axis, dst)}.",
     )
+
+
+def _source_fix(op: str, declared: AxisType, actual: AxisType, axis: str, dst: AxisType | None) -> str:
+    first = f"first {instead(actual, declared, axis)}"
+    if dst is None:
+        return f"pass src={actual}, or {first}"
+    try:
+        transition(op, actual, dst, axis)
+        return f"pass src={actual}, or {first}"
+    except SpmdTypeError:
+        pass
+    try:
+        step = route(actual, dst, axis)
+    except SpmdTypeError:
+        return first
+    if step is None:
+        return (f"drop the {op}: the input already is {dst.on(axis)} (if each rank's x is only a part, "
+                f"its type is wrong where x is made)")
+    return f"{step.call(axis, expert=row_of(step).gated)} takes the {actual.on(axis)} input to {dst.on(axis)}"
 
 
 def backward_of(op: str, src: AxisType, dst: AxisType) -> Step:

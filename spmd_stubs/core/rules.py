@@ -80,6 +80,10 @@ def _shown(operands: Iterable[AxisType | Scalar], axis: str, sep: str) -> str:
     return sep.join(_show(o, axis) for o in operands)
 
 
+_WITH_BIAS = frozenset({"linear", "addmm", "addmv", "addbmm", "baddbmm", "bilinear"})
+"""Ops that add a bias to a product: where the product is a part of a sum, the bias goes after."""
+
+
 def _reduce_fix(axis: str, dst: str = "R", src: AxisType | None = None) -> str:
     return f"all_reduce(x, {axis}, src={src or Partial}, dst={dst})"
 
@@ -110,13 +114,27 @@ def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str) ->
     kinds = {t.kind for t in tensors}
     if Kind.I in kinds and kinds != {Kind.I}:
         other = next(t for t in tensors if t.kind is not Kind.I)
+        fix = f"convert(x, {axis}, src=I, dst=R) on the Invariant operand before {op}"
+        if other.kind is Kind.V and op in _WITH_BIAS:
+            fix = (
+                f"if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
+                f"{op}, reduce the product (reinterpret(y, {axis}, src=V, dst=P), then all_reduce(y, {axis}, "
+                f"src=P, dst=I)) and add the bias after; if the output should vary per rank, {fix}"
+            )
+        elif other.kind is Kind.V:
+            # Which operand is wrong depends on what the result means: say both.
+            fix = (
+                f"if the result should vary per rank, {fix} (its gradient then gets all-reduced); if the "
+                f"{other.on(axis)} operand is this rank's part of a value every rank should share (a sum "
+                f"over a local shard), all_reduce(y, {axis}, src=P, dst=I) on it first"
+            )
         raise SpmdTypeError(
             Code.INVARIANT_MIX,
             axis,
             f"{op} mixes Invariant with {other.kind.title} on axis {axis} "
             f"({_shown(operands, axis, ', ')}); an Invariant value must get the same "
             f"gradient on every rank, which its use beside {other.on(axis)} cannot promise. "
-            f"Fix: convert(x, {axis}, src=I, dst=R) on the Invariant operand before {op}.",
+            f"Fix: {fix}.",
         )
     if Kind.V in kinds:
         return Varying
@@ -156,13 +174,17 @@ def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axis
             f"Fix: {_reduce_fix(axis, 'I', result)} on the Partial operand before {op}.",
         )
     if isinstance(other, AxisType) and other.kind is Kind.V:
+        fix = (f"reduce_scatter(x, {axis}, src={result}, dst=V) (or {_reduce_fix(axis, src=result)}) "
+               f"on the Partial operand first")
+        if op in _WITH_BIAS:
+            fix = (f"if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
+                   f"{op}, reinterpret(y, {axis}, src=V, dst={result}) on the product and add the bias to it "
+                   f"before the reduction; if the output should vary per rank, {fix}")
         raise SpmdTypeError(
             Code.PARTIAL_VARYING,
             axis,
             f"{op} adds a Partial to a Varying operand on axis {axis} ({shown}); the sum "
-            f"would mix one pending sum with per-rank values. Fix: "
-            f"reduce_scatter(x, {axis}, src={result}, dst=V) (or {_reduce_fix(axis, src=result)}) "
-            f"on the Partial operand first.",
+            f"would mix one pending sum with per-rank values. Fix: {fix}.",
         )
     if result.reduce == "avg":
         # avg(x_r + c) = avg(x_r) + c: a replicated term is counted once.

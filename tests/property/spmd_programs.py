@@ -58,6 +58,8 @@ class Local:
     target: Value
     expression: str
     args: tuple[str, ...]
+    op_constants: bool = False
+    """Whether the op takes an operand without its gradient (``.detach()``, a mask)."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,8 @@ _BINARY_SAME_SHAPE = [
     # Operands without a gradient (docs/spec.md#operands-without-a-gradient).
     OpSpec("add_detached", "{0} + {1}.detach()", Apply(Linearity.ADDITIVE, Arg(0), Arg(1)), 2, constants=(1,)),
     OpSpec("mul_detached", "{0} * {1}.detach()", _mul(0, 1), 2, constants=(1,)),
-    OpSpec("mul_mask", "{0} * ({1} > 0)", _mul(0, 1), 2, constants=(1,)),
+    OpSpec("mul_mask", "{0} * ({1} > 0)",
+           Apply(Linearity.MULTILINEAR, Arg(0), Apply(Linearity.NONLINEAR, Arg(1))), 2, constants=(1,)),
 ]
 _LINEAR = Apply(Linearity.LINEAR, Arg(0))
 _SUM_ALL = OpSpec("sum", "{0}.sum()", _LINEAR, 1)
@@ -377,7 +380,8 @@ def _local_candidate(op: OpSpec, operands: list[Value], shape: Shape, wild: bool
         return []
     expression = op.template.format(*(v.name for v in operands))
     args = tuple(v.name for v in operands)
-    return [Candidate(lambda name: Local(Value(name, shape, types), expression, args), codes)]
+    constants = bool(op.constants)
+    return [Candidate(lambda name: Local(Value(name, shape, types), expression, args, constants), codes)]
 
 
 # --------------------------------------------------------------------------

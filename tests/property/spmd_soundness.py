@@ -27,7 +27,7 @@ from typing import Iterator, Optional
 import torch
 import torch.distributed as dist
 from mypy_batch import REPO, FileErrors, MypyRun, run_mypy, write_config
-from spmd_programs import Program, to_source
+from spmd_programs import Local, Program, to_source
 from spmd_reference import Inputs, expected_pairs, random_inputs, rank_parts, reference_gradients
 
 RUNTIME_TESTS = REPO / "tests" / "runtime"
@@ -160,6 +160,8 @@ class Report:
 
     programs: int = 0
     accepted: int = 0
+    accepted_without_gradients: int = 0
+    """Accepted programs with an operand that carries no gradient (a detached value, a mask)."""
     accepted_runtime_errors: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
     rejected: Counter[str] = field(default_factory=Counter)
@@ -198,6 +200,8 @@ def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mes
         outcome = run_program(mesh, path, program, inputs)
         if verdict.accepted:
             report.accepted += 1
+            report.accepted_without_gradients += any(
+                isinstance(s, Local) and s.op_constants for s in program.body)
             if outcome.error is not None:
                 report.accepted_runtime_errors.append(_describe(program, verdict, outcome.error))
             else:

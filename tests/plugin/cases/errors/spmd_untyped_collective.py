@@ -6,7 +6,7 @@ from spmd_stubs.axes import tp
 
 
 def wrong(x: Tensor[P@tp]) -> None:
-    dist.all_reduce(x)  # E: spmd-untyped-collective use the typed spmd_stubs.all_reduce(x, tp, src=P, dst=...)
+    dist.all_reduce(x)  # E: spmd-untyped-collective use the typed spmd_stubs.all_reduce(x, tp, src=P, dst=R or I)
 
 
 def fixed(x: Tensor[P@tp]) -> None:

@@ -14,6 +14,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence, Union
 
+from mypy.literals import literal_hash
 from mypy.nodes import CallExpr, Context, Expression, GeneratorExpr, ListComprehension, ListExpr, RefExpr, TupleExpr
 from mypy.plugin import CheckerPluginInterface
 from mypy.types import Instance, NoneType, TupleType, Type, get_proper_type
@@ -168,65 +169,86 @@ def _on_axis(choice: Choice, axis: str) -> AxisType | Scalar | None:
     return choice
 
 
+Verdict = tuple[Union[TensorType, None], tuple[SpmdTypeError, ...]]
+"""A combination's result (unknown on the axes that broke a rule) and the rules it broke."""
+
+
 @functools.lru_cache(maxsize=4096)
 def judge(expr: Expr, combination: tuple[Choice, ...], op: str, effect: Effect = None,
-          free: tuple[bool, ...] = ()) -> TensorType | None:
-    """The result type of one combination of operand types (raises SpmdTypeError); ``free`` marks
-    the operands that carry no gradient (:func:`spmd_stubs.core.evaluate_without_gradients`).
+          free: tuple[bool, ...] = ()) -> Verdict:
+    """The result type of one combination of operand types, axis by axis; ``free`` marks the
+    operands that carry no gradient (:func:`spmd_stubs.core.evaluate_without_gradients`).
 
-    Cached: a code base applies the same ops to the same few types over and
-    over, and judging costs several times the lookup (a verdict that raises
-    is not cached and is judged again, with its message, each time).
+    An axis that breaks a rule is unknown in the result, so one mistake gives
+    one error, not a cascade, and the other axes keep their types (the loss
+    rule at ``backward()`` is still checked there).  Cached: a code base
+    applies the same ops to the same few types over and over.
     """
     axes = sorted({axis for c in combination if isinstance(c, TensorType) for axis, _ in c.axes})
     free = free or (False,) * len(combination)
     result: dict[str, AxisType] = {}
+    errors: list[SpmdTypeError] = []
     for axis in axes:
         operands = [_on_axis(c, axis) for c in combination]
-        value = core.evaluate_without_gradients(expr, operands, free, op, axis, effect)
+        try:
+            value = core.evaluate_without_gradients(expr, operands, free, op, axis, effect)
+        except SpmdTypeError as error:
+            errors.append(error)
+            continue
         if value is not None:
             result[axis] = value
-    return TensorType.of(result) if result else None
+    return (TensorType.of(result) if result else None), tuple(errors)
 
 
 def infer(rule: Rule, call: OpCall) -> list[TensorType | None] | None:
     """The result's alternatives, reporting rule violations; None when nothing is typed.
 
-    A combination that violates a rule is reported and counts as unknown, so
-    one mistake gives one error, not a cascade.
+    Operands that are the same value (``y * y``) take the same union member.
     """
     expr, actuals = expand(rule, call)
-    operand_choices = [choices(a) if a is not None else [ABSENT] for a in actuals]
+    operand_choices: list[list[Choice]] = [choices(a) if a is not None else [ABSENT] for a in actuals]
     if not any(isinstance(c, TensorType) for options in operand_choices for c in options):
         return None
-    combinations = list(itertools.islice(itertools.product(*operand_choices), _MAX_COMBINATIONS + 1))
+    combinations = list(itertools.islice(_combinations(operand_choices, actuals), _MAX_COMBINATIONS + 1))
     if len(combinations) > _MAX_COMBINATIONS:
         return [None]
     results: list[TensorType | None] = []
     for combination in combinations:
         if call.config.strict:
             _report_missing_axes(expr, combination, call)
-        try:
-            result = _judge_gradients_aside(expr, combination, actuals, call)
-            results.append(result if call.refine is None else call.refine(combination, result))
-        except SpmdTypeError as error:
+        result, errors = _judge_gradients_aside(expr, combination, actuals, call)
+        for error in errors:
             report.rule_error(call.api, call.context, error)
-            results.append(None)
+        if call.refine is not None and not errors:
+            try:
+                result = call.refine(combination, result)
+            except SpmdTypeError as error:
+                report.rule_error(call.api, call.context, error)
+                result = None
+        results.append(result)
     return results
 
 
+def _combinations(operand_choices: list[list[Choice]], actuals: list[Actual | None]) -> Iterator[tuple[Choice, ...]]:
+    """Every combination of the operands' alternatives in which one value (one name, one ``self.x``)
+    is the same alternative wherever it occurs (mypy may have narrowed one occurrence already)."""
+    keys = [literal_hash(a.expr) if a is not None and a.expr is not None else None for a in actuals]
+    for combination in itertools.product(*operand_choices):
+        chosen: dict[object, Choice] = {}
+        if all(chosen.setdefault(key, choice) == choice for key, choice in zip(keys, combination) if key is not None):
+            yield combination
+
+
 def _judge_gradients_aside(expr: Expr, combination: tuple[Choice, ...], actuals: list[Actual | None],
-                           call: OpCall) -> TensorType | None:
-    """The combination's result; where it breaks a rule, judged again knowing which operands carry no
-    gradient (:mod:`spmd_mypy.gradients`: looked for only then, it walks the function)."""
-    try:
-        return judge(expr, combination, call.name, call.effect)
-    except SpmdTypeError:
-        free = tuple(isinstance(c, Everywhere) or (a is not None and carries_no_gradient(a.expr, call.context, call.api))
-                     for c, a in zip(combination, actuals))
-        if not any(free):
-            raise
-        return judge(expr, combination, call.name, call.effect, free)
+                           call: OpCall) -> Verdict:
+    """The combination's verdict; where it breaks a rule, judged again knowing which operands carry
+    no gradient (:mod:`spmd_mypy.gradients`: looked for only then, it walks the function)."""
+    verdict = judge(expr, combination, call.name, call.effect)
+    if not verdict[1]:
+        return verdict
+    free = tuple(isinstance(c, Everywhere) or (a is not None and carries_no_gradient(a.expr, call.context, call.api))
+                 for c, a in zip(combination, actuals))
+    return judge(expr, combination, call.name, call.effect, free) if any(free) else verdict
 
 
 def _report_missing_axes(expr: Expr, combination: Sequence[Choice], call: OpCall) -> None:

@@ -30,7 +30,7 @@ from mypy.plugin import (
 from mypy.plugins.default import DefaultPlugin
 from mypy.types import AnyType, TypeOfAny
 
-from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism, signatures
+from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism, scalars, signatures
 from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, forget_source, shard_outside_tensor
 from spmd_mypy.collectives import (
     COLLECTIVES_MODULE,
@@ -240,6 +240,9 @@ class SpmdPlugin(Plugin):
         return self._chained("get_method_signature_hook", fullname, self._method_signature_hook(fullname))
 
     def _method_signature_hook(self, fullname: str) -> Callable[[MethodSigContext], Any] | None:
+        number_operator = scalars.operator_of(fullname)
+        if number_operator is not None:
+            return guarded(scalars.signature_hook(number_operator, self.config))
         if fullname.startswith(_NO_POLYMORPHISM):
             return None
         return guarded(signatures.signature_hook)

@@ -46,9 +46,10 @@ def partial_errors(p: Tensor[P@tp], q: Tensor[P@tp], r: Tensor[R@tp], v: Tensor[
     torch.matmul(p, q)  # E: spmd-partial-mul
     p + r  # E: spmd-partial-affine P@tp + R@tp
     p + 1.0  # E: spmd-partial-affine
-    # A scalar on the left reaches Tensor.__radd__ while mypy tries operator variants with
-    # errors muted, so the rule shows as mypy's own operator error (documented limitation).
-    1.0 + p  # E: operator "float" and "Tensor[P@tp]"
+    1.0 + p  # E: spmd-partial-affine the scalar term would be counted once per rank
+    2.0 / p  # E: spmd-partial-nonlinear truediv is nonlinear
+    reveal_type(2 * p)  # N: Tensor[P@tp]
+    reveal_type(1 - 0.1 * r)  # N: Tensor[R@tp]
     torch.cat([p, r])  # E: spmd-partial-affine
     p.exp()  # E: spmd-partial-nonlinear exp is nonlinear
     torch.tanh(p)  # E: spmd-partial-nonlinear

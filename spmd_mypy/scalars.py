@@ -1,0 +1,56 @@
+"""A python number on the left of an operator: ``1.0 - p``, ``2 / v``, ``1 - smoothing * v``.
+
+mypy checks ``1.0 + p`` as ``float.__add__(p)`` first, which does not take
+a tensor, and then as ``p.__radd__(1.0)``; when that one reports an SPMD
+error, mypy shows the first attempt's generic "Unsupported operand types"
+instead.  So where the right operand has an SPMD type, the number's
+operator takes it and is judged here as the tensor's reflected op: its
+result is the tensor's, and its error (with the axis and the fix) is the
+one mypy shows.  Elsewhere the number's own signature stands.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mypy.nodes import OpExpr
+from mypy.plugin import MethodSigContext
+from mypy.types import FunctionLike
+
+from spmd_mypy.calls import display_name
+from spmd_mypy.config import Config
+from spmd_mypy.inference import Actual, OpCall, infer, type_of
+from spmd_mypy.representation import has_spmd, result_type
+from spmd_stubs.core.torch_ops import lookup
+
+NUMBERS = ("builtins.int.", "builtins.float.", "builtins.bool.")
+REFLECTED = {f"__{op}__": f"__r{op}__" for op in "add sub mul truediv floordiv mod pow".split()}
+
+
+def operator_of(fullname: str) -> str | None:
+    """``__add__`` for ``builtins.float.__add__`` (a number's binary operator), else None."""
+    for prefix in NUMBERS:
+        if fullname.startswith(prefix) and fullname[len(prefix):] in REFLECTED:
+            return fullname[len(prefix):]
+    return None
+
+
+def signature_hook(name: str, config: Config) -> Callable[[MethodSigContext], FunctionLike]:
+    """``number.__op__(tensor)``: the tensor's ``__rop__(number)``, as a signature taking the tensor."""
+    reflected = REFLECTED[name]
+    record = lookup(reflected)
+
+    def hook(ctx: MethodSigContext) -> FunctionLike:
+        signature = ctx.default_signature
+        if record is None or not isinstance(ctx.context, OpExpr) or [len(a) for a in ctx.args] != [1]:
+            return signature
+        tensor_expr = ctx.args[0][0]
+        tensor = type_of(ctx.api, tensor_expr)
+        if not has_spmd(tensor):
+            return signature
+        operands = [[Actual(tensor_expr, tensor)], [Actual(ctx.context.left, ctx.type)]]
+        call = OpCall(display_name(reflected), operands, ctx.context, ctx.api, config, record.effect)
+        results = infer(record.rule, call)
+        return signature.copy_modified(arg_types=[tensor], ret_type=result_type(tensor, results or [None]))
+
+    return hook

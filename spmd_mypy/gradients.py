@@ -40,7 +40,6 @@ from mypy.nodes import (
     ForStmt,
     FuncDef,
     FuncItem,
-    IfStmt,
     IndexExpr,
     IntExpr,
     MemberExpr,
@@ -48,14 +47,13 @@ from mypy.nodes import (
     OpExpr,
     RefExpr,
     Statement,
-    TryStmt,
     UnaryExpr,
-    WhileStmt,
     WithStmt,
 )
 from mypy.plugin import CheckerPluginInterface
 
 from spmd_mypy.representation import contains_tensor
+from spmd_mypy.statements import statements_in
 
 NO_GRADIENT_CALLS = frozenset(
     "detach argmax argmin argsort nonzero searchsorted bucketize long int short byte char bool"
@@ -141,33 +139,12 @@ class _Walk:
 
 def _assigned(block: Block, name: str) -> Iterator[Expression]:
     """Every value assigned to the local ``name`` in ``block`` (a for-loop target: what it iterates)."""
-    for statement in _statements(block):
+    for statement in statements_in(block):
         if isinstance(statement, AssignmentStmt):
             if any(isinstance(target, NameExpr) and target.name == name for target in statement.lvalues):
                 yield statement.rvalue
         elif isinstance(statement, ForStmt) and isinstance(statement.index, NameExpr) and statement.index.name == name:
             yield statement.expr  # the items of a gradient-free tensor carry none either
-
-
-def _statements(block: Block) -> Iterator[Statement]:
-    """The statements of ``block`` and of the blocks nested in it (not nested defs)."""
-    for statement in block.body:
-        yield statement
-        for inner in _blocks(statement):
-            yield from _statements(inner)
-
-
-def _blocks(statement: Statement) -> list[Block]:
-    if isinstance(statement, IfStmt):
-        return [*statement.body, *([statement.else_body] if statement.else_body else [])]
-    if isinstance(statement, (ForStmt, WhileStmt)):
-        return [statement.body, *([statement.else_body] if statement.else_body else [])]
-    if isinstance(statement, WithStmt):
-        return [statement.body]
-    if isinstance(statement, TryStmt):
-        extra = [b for b in (statement.else_body, statement.finally_body) if b is not None]
-        return [statement.body, *statement.handlers, *extra]
-    return []
 
 
 def _current_function(api: CheckerPluginInterface) -> FuncItem | None:
@@ -185,7 +162,7 @@ def _under_no_grad(context: Context, function: FuncItem | None, api: CheckerPlug
         isinstance(statement, WithStmt)
         and any(_is_no_grad(e) for e in statement.expr)
         and statement.body.line <= context.line <= (statement.body.end_line or statement.body.line)
-        for statement in _statements(function.body)
+        for statement in statements_in(function.body)
     )
 
 

@@ -21,28 +21,23 @@ from mypy.nodes import (
     ClassDef,
     Decorator,
     Expression,
-    ForStmt,
     FuncDef,
     FuncItem,
-    IfStmt,
     Import,
     ImportAll,
     ImportFrom,
-    MatchStmt,
     MypyFile,
     NameExpr,
     OverloadedFuncDef,
     RefExpr,
     ReturnStmt,
     Statement,
-    TryStmt,
     TupleExpr,
-    WhileStmt,
-    WithStmt,
 )
 from mypy.plugin import CheckerPluginInterface
 
 from spmd_mypy.annotations import AnnotationError, axes_of
+from spmd_mypy.statements import nested_blocks
 
 GLOBAL_SPMD = "spmd_stubs.regions.global_spmd"
 LOCAL_MAP = "spmd_stubs.regions.local_map"
@@ -188,20 +183,7 @@ def _defs_in(statement: Statement, axes: frozenset[str], modes: Modes) -> Iterat
 
 
 def _blocks(statement: Statement) -> list[Block]:
-    if isinstance(statement, ClassDef):
-        return [statement.defs]
-    if isinstance(statement, IfStmt):
-        return [*statement.body, *([statement.else_body] if statement.else_body else [])]
-    if isinstance(statement, (ForStmt, WhileStmt)):
-        return [statement.body, *([statement.else_body] if statement.else_body else [])]
-    if isinstance(statement, WithStmt):
-        return [statement.body]
-    if isinstance(statement, TryStmt):
-        extra = [b for b in (statement.else_body, statement.finally_body) if b is not None]
-        return [statement.body, *statement.handlers, *extra]
-    if isinstance(statement, MatchStmt):
-        return list(statement.bodies)
-    return []
+    return [statement.defs] if isinstance(statement, ClassDef) else nested_blocks(statement)
 
 
 def _region_call(decorator: Expression) -> tuple[str, frozenset[str]] | None:

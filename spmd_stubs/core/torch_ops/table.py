@@ -89,7 +89,9 @@ RECORDS: tuple[Op, ...] = (
     *ops("clone detach contiguous float half double bfloat16 to type type_as cuda cpu requires_grad_ pin_memory",
          UNARY_LINEAR, MOVES, POINTWISE),
     *ops("view_as reshape_as unflatten expand expand_as repeat repeat_interleave tile fliplr flipud roll rot90"
-         " diagonal unfold", UNARY_LINEAR, MOVES),
+         " diagonal unfold view_as_real view_as_complex", UNARY_LINEAR, MOVES),
+    # x.zero_(): zeros are a part of any sum and the same on every rank, so every type stays.
+    *ops("zero", UNARY_LINEAR, MOVES, POINTWISE),
     *ops("view", UNARY_LINEAR, MOVES, new_shape("size")),
     *ops("reshape", UNARY_LINEAR, MOVES, new_shape("shape")),
     *ops("flatten ravel", UNARY_LINEAR, MOVES, FLATTEN),
@@ -115,11 +117,13 @@ RECORDS: tuple[Op, ...] = (
     *ops("cumsum", UNARY_LINEAR, shape=along()),
     *ops("tril triu", UNARY_LINEAR, shape=ALONG_LAST_TWO),
     *ops("real imag conj positive/__pos__", UNARY_LINEAR, shape=POINTWISE),
-    *ops("diag diag_embed trace as_strided pad adaptive_avg_pool1d avg_pool1d avg_pool2d", UNARY_LINEAR),
+    *ops("diag diag_embed trace as_strided pad adaptive_avg_pool1d avg_pool1d avg_pool2d diff", UNARY_LINEAR),
+    # Integer and bool casts truncate: nonlinear (and their results carry no gradient).
+    *ops("bool int long short byte char", ALL_NONLINEAR, shape=POINTWISE),
     *ops("neg/negative/__neg__", UNARY_LINEAR, DECREASING, POINTWISE),
     # Nonlinear elementwise ops; the non-decreasing ones keep a pending max/min.
     *ops("exp exp2 expm1 log log2 log10 log1p atan sinh tanh asinh sigmoid relu relu6 silu elu selu celu leaky_relu"
-         " hardtanh hardsigmoid softplus sqrt floor ceil round trunc clamp clip clamp_min clamp_max erf",
+         " hardtanh hardsigmoid softplus sqrt floor ceil round trunc clamp clip clamp_min clamp_max erf polar",
          ALL_NONLINEAR, INCREASING, POINTWISE),
     *ops("sin cos tan asin acos atan2 cosh acosh atanh logit gelu mish hardswish softsign tanhshrink threshold rsqrt"
          " abs/absolute/__abs__ square pow/__pow__/__rpow__ float_power reciprocal sign sgn signbit frac fmod"
@@ -184,6 +188,8 @@ RECORDS: tuple[Op, ...] = (
     *ops("masked_fill", Apply(ADDITIVE, Arg(0), Arg(2)), shape=POINTWISE, no_grad=(1,)),
     *ops("where", Apply(ADDITIVE, Arg(1), Arg(2)), shape=POINTWISE, no_grad=(0,)),
     *ops("embedding", Arg(1), no_grad=(0,)),
+    # (x, dim, index, src): src's values land in x at index; the result is the sum of both parts.
+    *ops("scatter scatter_add index_add index_copy", Apply(ADDITIVE, Arg(0), Arg(3)), no_grad=(2,)),
     # (input, target, weight): the class indices select a log-probability.
     *ops("cross_entropy nll_loss", Apply(NONLINEAR, Arg(0), Arg(2)), no_grad=(1,)),
 )

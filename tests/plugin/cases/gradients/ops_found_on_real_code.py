@@ -32,3 +32,13 @@ def stacks(grads: list[Tensor[V@tp]], p: Tensor[P@tp]) -> None:
 def copies(out: Tensor[I@tp], product: Tensor[P@tp], full: Tensor[I@tp]) -> None:
     out.copy_(product)  # E: spmd-inplace
     reveal_type(out.copy_(full))  # N: Tensor[I@tp]
+
+
+def found_in_transformer_blocks(x: Tensor[V@tp], p: Tensor[P@tp], idx: Tensor[I@tp], src: Tensor[V@tp]) -> None:
+    """Unmodelled ops found in megatron-core's and torchtitan's transformer blocks."""
+    reveal_type(x.bool())  # N: Tensor[V@tp]
+    p.long()  # E: spmd-partial-nonlinear
+    reveal_type(torch.view_as_real(x))  # N: Tensor[V@tp]
+    reveal_type(x.scatter_add(0, idx, src))  # N: Tensor[V@tp]
+    reveal_type(p.zero_())  # N: Tensor[P@tp]
+    reveal_type(torch.diff(x))  # N: Tensor[V@tp]

@@ -59,15 +59,21 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
         return copy_hook
     inplace = out_of_place(name)[1]
     record = lookup(name)
+    forward = lookup(f"__{_REFLECTED[name]}__") if name in _REFLECTED else None
 
     def hook(ctx: MethodContext) -> Type:
         if record is None:
             return _unmodelled(ctx.api, ctx.context, name, [ctx.type], ctx.default_return_type, config)
         receiver = Actual(receiver_expression(ctx.context, name), ctx.type)
         operands = [[receiver], *_actuals(ctx.arg_types, ctx.args)]
-        call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, record.effect)
-        call.refine = refine.op_refiner(ctx, record, call.name, method=True)
-        results = infer(record.rule, call)
+        refiner = refine.op_refiner(ctx, record, display_name(name), method=True)
+        judged_as = record
+        if forward is not None and refiner is None and len(operands) == 2:
+            # a.__rsub__(b) is b - a: judged as written, so messages list the operands in source order.
+            judged_as, operands = forward, operands[::-1]
+        call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, judged_as.effect)
+        call.refine = refiner
+        results = infer(judged_as.rule, call)
         if results is None:
             return ctx.default_return_type
         if inplace:

@@ -4,9 +4,9 @@ mypy checks ``1.0 + p`` as ``float.__add__(p)`` first, which does not take
 a tensor, and then as ``p.__radd__(1.0)``; when that one reports an SPMD
 error, mypy shows the first attempt's generic "Unsupported operand types"
 instead.  So where the right operand has an SPMD type, the number's
-operator takes it and is judged here as the tensor's reflected op: its
-result is the tensor's, and its error (with the axis and the fix) is the
-one mypy shows.  Elsewhere the number's own signature stands.
+operator takes it and is judged here, as written: its result is the
+tensor's, and its error (with the axis and the fix) is the one mypy shows.
+Elsewhere the number's own signature stands.
 """
 
 from __future__ import annotations
@@ -24,21 +24,20 @@ from spmd_mypy.representation import has_spmd, result_type
 from spmd_stubs.core.torch_ops import lookup
 
 NUMBERS = ("builtins.int.", "builtins.float.", "builtins.bool.")
-REFLECTED = {f"__{op}__": f"__r{op}__" for op in "add sub mul truediv floordiv mod pow".split()}
+OPERATORS = frozenset(f"__{op}__" for op in "add sub mul truediv floordiv mod pow".split())
 
 
 def operator_of(fullname: str) -> str | None:
     """``__add__`` for ``builtins.float.__add__`` (a number's binary operator), else None."""
     for prefix in NUMBERS:
-        if fullname.startswith(prefix) and fullname[len(prefix):] in REFLECTED:
+        if fullname.startswith(prefix) and fullname[len(prefix):] in OPERATORS:
             return fullname[len(prefix):]
     return None
 
 
 def signature_hook(name: str, config: Config) -> Callable[[MethodSigContext], FunctionLike]:
-    """``number.__op__(tensor)``: the tensor's ``__rop__(number)``, as a signature taking the tensor."""
-    reflected = REFLECTED[name]
-    record = lookup(reflected)
+    """``number.__op__(tensor)``: the op on (number, tensor), as a signature taking the tensor."""
+    record = lookup(name)  # judged as written: the number is the left operand
 
     def hook(ctx: MethodSigContext) -> FunctionLike:
         signature = ctx.default_signature
@@ -48,8 +47,8 @@ def signature_hook(name: str, config: Config) -> Callable[[MethodSigContext], Fu
         tensor = type_of(ctx.api, tensor_expr)
         if not has_spmd(tensor):
             return signature
-        operands = [[Actual(tensor_expr, tensor)], [Actual(ctx.context.left, ctx.type)]]
-        call = OpCall(display_name(reflected), operands, ctx.context, ctx.api, config, record.effect)
+        operands = [[Actual(ctx.context.left, ctx.type)], [Actual(tensor_expr, tensor)]]
+        call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, record.effect)
         results = infer(record.rule, call)
         return signature.copy_modified(arg_types=[tensor], ret_type=result_type(tensor, results or [None]))
 

@@ -76,7 +76,6 @@ def grad_attribute(ctx: AttributeContext) -> Type:
     return result_type(ctx.default_attr_type, duals)
 
 
-
 def _reduced(tensor_type: TensorType) -> list[TensorType]:
     """The gradient after any of its pending reductions were done (each Partial axis P, R or I)."""
     options = [[(axis, t)] if t.kind is not core.Kind.P else [(axis, t), (axis, core.Replicate), (axis, core.Invariant)]

@@ -9,7 +9,7 @@ tensor's type, and the out-of-place result must equal it (``spmd-inplace``).
 from __future__ import annotations
 
 import itertools
-from typing import Callable
+from typing import Callable, Iterable
 
 from mypy.nodes import (
     CallExpr,
@@ -91,8 +91,10 @@ def receiver_expression(context: Context, name: str) -> Expression | None:
         return context.right if name in _REFLECTED else context.left
     if isinstance(context, ComparisonExpr):
         return context.operands[0]
-    if isinstance(context, (UnaryExpr, IndexExpr)):
-        return context.expr if isinstance(context, UnaryExpr) else context.base
+    if isinstance(context, UnaryExpr):
+        return context.expr
+    if isinstance(context, IndexExpr):
+        return context.base
     return None
 
 
@@ -113,13 +115,13 @@ def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type
         out = _out_argument(ctx)
         if out is not None:
             return _written(call, results, out, ctx.default_return_type)
-        flat = [t for types in ctx.arg_types for t in types]
+        flat = (t for types in ctx.arg_types for t in types)
         return result_type(declared_result(ctx.default_return_type, flat), results)
 
     return hook
 
 
-def declared_result(default: Type, operands: list[Type]) -> Type:
+def declared_result(default: Type, operands: Iterable[Type]) -> Type:
     """What the op is declared to return; a tensor where torch leaves it ``Any``.
 
     torch leaves a few modelled ops unannotated (``Tensor.norm``, ``torch.norm``),

@@ -348,8 +348,9 @@ def untyped_collective_hook(name: str) -> Callable[[FunctionContext], Type]:
 
     def hook(ctx: FunctionContext) -> Type:
         given = {n: types for n, types in zip(ctx.callee_arg_names, ctx.arg_types) if types}
-        read = next((given[n] for n in _INPUT_NAMES if n in given), [t for types in ctx.arg_types for t in types])
-        typed = [t for t in read if has_spmd(t)] or [t for types in ctx.arg_types for t in types if has_spmd(t)]
+        every = [t for types in ctx.arg_types for t in types]
+        read = next((given[n] for n in _INPUT_NAMES if n in given), every)
+        typed = [t for t in read if has_spmd(t)] or [t for t in every if has_spmd(t)]
         if not typed:
             return ctx.default_return_type
         tensor_type = next(m for m in spmd_members(typed[0]) if m is not None)

@@ -213,10 +213,15 @@ def infer(rule: Rule, call: OpCall) -> list[TensorType | None] | None:
     if len(combinations) > _MAX_COMBINATIONS:
         return [None]
     results: list[TensorType | None] = []
+    free: tuple[bool, ...] | None = None  # looked for once, and only when a rule breaks: it walks the function
     for combination in combinations:
         if call.config.strict:
             _report_missing_axes(expr, combination, call)
-        result, errors = _judge_gradients_aside(expr, combination, actuals, call)
+        result, errors = judge(expr, combination, call.name, call.effect)
+        if errors:
+            free = _without_gradient(operand_choices, actuals, call) if free is None else free
+            if any(free):
+                result, errors = judge(expr, combination, call.name, call.effect, free)
         for error in errors:
             report.rule_error(call.api, call.context, error)
         if call.refine is not None and not errors:
@@ -239,16 +244,12 @@ def _combinations(operand_choices: list[list[Choice]], actuals: list[Actual | No
             yield combination
 
 
-def _judge_gradients_aside(expr: Expr, combination: tuple[Choice, ...], actuals: list[Actual | None],
-                           call: OpCall) -> Verdict:
-    """The combination's verdict; where it breaks a rule, judged again knowing which operands carry
-    no gradient (:mod:`spmd_mypy.gradients`: looked for only then, it walks the function)."""
-    verdict = judge(expr, combination, call.name, call.effect)
-    if not verdict[1]:
-        return verdict
-    free = tuple(isinstance(c, Everywhere) or (a is not None and carries_no_gradient(a.expr, call.context, call.api))
-                 for c, a in zip(combination, actuals))
-    return judge(expr, combination, call.name, call.effect, free) if any(free) else verdict
+def _without_gradient(operand_choices: list[list[Choice]], actuals: list[Actual | None],
+                      call: OpCall) -> tuple[bool, ...]:
+    """Which operands carry no gradient (:mod:`spmd_mypy.gradients`; a constant factory never does)."""
+    return tuple(any(isinstance(c, Everywhere) for c in options)
+                 or (a is not None and carries_no_gradient(a.expr, call.context, call.api))
+                 for options, a in zip(operand_choices, actuals))
 
 
 def _report_missing_axes(expr: Expr, combination: Sequence[Choice], call: OpCall) -> None:

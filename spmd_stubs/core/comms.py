@@ -335,13 +335,8 @@ def check_source(op: str, declared: AxisType, actual: AxisType, axis: str, dst: 
 
 def _source_fix(op: str, declared: AxisType, actual: AxisType, axis: str, dst: AxisType | None) -> str:
     first = f"first {instead(actual, declared, axis)}"
-    if dst is None:
+    if dst is None or _exists(op, actual, dst, axis):
         return f"pass src={actual}, or {first}"
-    try:
-        transition(op, actual, dst, axis)
-        return f"pass src={actual}, or {first}"
-    except SpmdTypeError:
-        pass
     try:
         step = route(actual, dst, axis)
     except SpmdTypeError:
@@ -350,6 +345,15 @@ def _source_fix(op: str, declared: AxisType, actual: AxisType, axis: str, dst: A
         return (f"drop the {op}: the input already is {dst.on(axis)} (if each rank's x is only a part, "
                 f"its type is wrong where x is made)")
     return f"{step.call(axis, expert=row_of(step).gated)} takes the {actual.on(axis)} input to {dst.on(axis)}"
+
+
+def _exists(op: str, src: AxisType, dst: AxisType, axis: str) -> bool:
+    """Whether ``op(src, dst)`` is a valid call without ``expert_mode``."""
+    try:
+        transition(op, src, dst, axis)
+    except SpmdTypeError:
+        return False
+    return True
 
 
 def backward_of(op: str, src: AxisType, dst: AxisType) -> Step:

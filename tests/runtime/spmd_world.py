@@ -90,6 +90,11 @@ def run_world(module: str, timeout: float = 240.0) -> dict[str, str]:
     return {name: _merge(name, per_rank, codes) for name in names}
 
 
+def by_name(*checks: Check) -> dict[str, Check]:
+    """``CHECKS`` of a gloo test module: each check under its function's name."""
+    return {check.__name__: check for check in checks}
+
+
 def gloo_tests(module: str, checks: Mapping[str, Check]) -> tuple[Any, Any]:
     """One gloo world per test module and one test per check.
 

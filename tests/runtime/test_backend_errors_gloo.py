@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
-from spmd_world import GROUPS, Check, gloo_tests
+from spmd_world import GROUPS, by_name, gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
@@ -86,14 +86,11 @@ def reduce_scatter_of_different_shapes(mesh: DeviceMesh) -> None:
     )
 
 
-CHECKS: dict[str, Check] = {
-    fn.__name__: fn
-    for fn in (
-        all_reduce_of_different_shapes,
-        all_gather_of_different_shapes,
-        reduce_scatter_of_different_shapes,
-    )
-}
+CHECKS = by_name(
+    all_reduce_of_different_shapes,
+    all_gather_of_different_shapes,
+    reduce_scatter_of_different_shapes,
+)
 
 
 gloo_world, test_gloo = gloo_tests(__name__, CHECKS)

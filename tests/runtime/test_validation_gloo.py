@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
-from spmd_world import GROUPS, Check, gloo_tests
+from spmd_world import GROUPS, by_name, gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
@@ -106,18 +106,15 @@ def a_group_this_rank_is_not_in(mesh: DeviceMesh) -> None:
         raise AssertionError("a group this rank is not in was accepted")
 
 
-CHECKS: dict[str, Check] = {
-    fn.__name__: fn
-    for fn in (
-        all_gather_of_different_shapes,
-        all_to_all_of_different_rows,
-        all_reduce_of_the_same_numel_in_another_shape,
-        different_dtypes,
-        different_collectives,
-        agreeing_ranks_pass_and_uneven_parts_are_allowed,
-        a_group_this_rank_is_not_in,
-    )
-}
+CHECKS = by_name(
+    all_gather_of_different_shapes,
+    all_to_all_of_different_rows,
+    all_reduce_of_the_same_numel_in_another_shape,
+    different_dtypes,
+    different_collectives,
+    agreeing_ranks_pass_and_uneven_parts_are_allowed,
+    a_group_this_rank_is_not_in,
+)
 
 
 gloo_world, test_gloo = gloo_tests(__name__, CHECKS)

@@ -11,9 +11,10 @@ forward values and stay as they are.
 An operand carries no gradient when its expression is
 
 * a comparison, ``~x``, ``x & y``, ``x | y``, ``x ^ y`` (bool/int results);
-* a call of a method or torch function that returns indices, bools or
-  integers or drops the graph (``argmax``, ``nonzero``, ``.long()``,
-  ``.detach()``, ``.to(torch.int64)``, ...), or an index into one;
+* a call of an op whose record says its result carries no gradient
+  (indices, bools, integers, samples, a detached copy: ``argmax``,
+  ``nonzero``, ``.long()``, ``.detach()``; in-place spellings too), a cast to
+  an integer or bool dtype (``.to(torch.int64)``), or an index into one;
 * ``.indices`` of a named-tuple result, or a parameter's ``.grad``;
 * a torch op (operator, method, ``torch.*`` function) whose operands all
   carry none, or a python number;
@@ -54,14 +55,7 @@ from mypy.plugin import CheckerPluginInterface
 
 from spmd_mypy.representation import contains_tensor
 from spmd_mypy.statements import statements_in
-
-NO_GRADIENT_CALLS = frozenset(
-    "detach argmax argmin argsort nonzero searchsorted bucketize long int short byte char bool"
-    " eq ne lt le gt ge greater less greater_equal less_equal equal isclose isnan isinf isfinite"
-    " isneginf isposinf logical_and logical_or logical_not logical_xor bitwise_and bitwise_or"
-    " bitwise_xor bitwise_not randint randint_like randperm multinomial bernoulli".split()
-)
-"""Ops whose result never carries a gradient (indices, bools, integers, samples, a detached copy)."""
+from spmd_stubs.core.torch_ops import GRADIENT_FREE_RESULTS, out_of_place
 
 NO_GRADIENT_DTYPES = frozenset(
     "bool uint8 int8 int16 int32 int64 short int long uint16 uint32 uint64".split()
@@ -108,7 +102,7 @@ class _Walk:
         callee = call.callee
         if not isinstance(callee, (NameExpr, MemberExpr)):
             return False
-        if callee.name in NO_GRADIENT_CALLS:
+        if out_of_place(callee.name)[0] in GRADIENT_FREE_RESULTS:
             return True
         if callee.name in ("to", "type") and call.args:
             dtype = call.args[0]

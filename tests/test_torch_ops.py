@@ -49,6 +49,25 @@ def test_selections_derive_from_the_operands_without_gradient() -> None:
         Op(("bad",), Variadic(ADDITIVE), no_grad=(0,))
 
 
+def test_results_without_gradient_are_a_fact_of_their_records() -> None:
+    gradient_free = torch_ops.GRADIENT_FREE_RESULTS
+    indices = {"argmax", "argmin", "argsort", "nonzero", "searchsorted", "bucketize", "one_hot"}
+    bools = {"eq", "__lt__", "greater_equal", "isclose", "isneginf", "isposinf", "logical_not", "bitwise_xor", "any"}
+    samples = {"randint", "randint_like", "randperm", "multinomial", "bernoulli"}
+    assert indices | bools | samples | {"long", "bool", "int", "detach"} <= gradient_free
+    assert not {"sort", "topk", "max", "clone", "float", "to", "dropout", "where", "gather"} & gradient_free
+    assert all(not OPS[name].result_has_gradient for name in gradient_free)
+    record = lookup("bernoulli_")
+    assert record is not None and not record.result_has_gradient
+
+
+def test_samplers_and_index_producers_are_nonlinear() -> None:
+    for name in ("multinomial", "bernoulli", "searchsorted", "bucketize", "isposinf", "randint", "randperm"):
+        assert OPS[name].rule == Variadic(Linearity.NONLINEAR), name
+    # Only the shape of randint_like's input matters: its values reach no operand.
+    assert OPS["randint_like"].rule == Variadic(Linearity.NONLINEAR, start=1)
+
+
 def test_the_spmd_ops_are_the_forms_the_records_name() -> None:
     assert torch_ops.SPMD_OPS == {"einsum", "matmul", "linear", "sum", "amax", "amin"}
     assert all(name in OPS for name in torch_ops.SPMD_OPS)

@@ -53,6 +53,7 @@ __all__ = [
     "OPS",
     "TENSOR_ATTRIBUTES",
     "SPMD_OPS",
+    "GRADIENT_FREE_RESULTS",
     "CONSTANT_FACTORIES",
     "out_of_place",
     "lookup",
@@ -82,6 +83,10 @@ SPMD_OPS = frozenset(record.spmd.op for record in RECORDS if record.spmd is not 
 """The ``spmd.*`` ops with ``out_partial_axes`` (:mod:`spmd_stubs.ops`): every form a record names.
 
 Each is also a torch op of the same name, whose record it follows."""
+
+GRADIENT_FREE_RESULTS = frozenset(name for name, record in OPS.items() if not record.result_has_gradient)
+"""The spellings of the ops whose result never carries a gradient (indices, bools, integers, samples,
+a detached copy): docs/spec.md#operands-without-a-gradient."""
 
 _INPLACE_DUNDERS = {f"__i{name}__": f"__{name}__" for name in "add sub mul matmul truediv floordiv mod pow and or xor".split()}
 

@@ -2,8 +2,10 @@
 
 An :class:`Op` gathers an op's spellings, its linearity rule
 (docs/spec.md#local-rules), its effect on a pending max/min
-(docs/spec.md#pending-reductions), its shape rule for shard propagation and
-its ``spmd.*`` form (docs/spec.md#global-spmd).  A shape rule names the
+(docs/spec.md#pending-reductions), its shape rule for shard propagation, its
+``spmd.*`` form (docs/spec.md#global-spmd) and which of its operands, and
+whether its result, carry a gradient
+(docs/spec.md#operands-without-a-gradient).  A shape rule names the
 parameters that give the op's dims (:class:`Param`); the plugin reads their
 values from each call and the rule builds the
 :mod:`~spmd_stubs.core.sharding` behaviour from them.
@@ -111,6 +113,9 @@ class Op:
     no_grad: tuple[int, ...] = ()
     """Operands that never carry a gradient (indices, masks, conditions): each selects from the rest
     (:attr:`~spmd_stubs.core.Linearity.SELECT`)."""
+    result_has_gradient: bool = True
+    """False where the result never carries a gradient: it holds indices, bools, integers or samples, or is
+    detached from the graph (docs/spec.md#operands-without-a-gradient)."""
     attribute: bool = False
     """A tensor property (``w.T``), not a call."""
 

@@ -76,18 +76,22 @@ def ops(
     partial: str | None = None,
     spmd: SpmdForm | None = None,
     no_grad: tuple[int, ...] = (),
+    result_has_gradient: bool = True,
     attribute: bool = False,
 ) -> list[Op]:
     """One record per word of ``words`` (see :class:`~spmd_stubs.core.torch_ops.record.Op` for the facts)."""
     return [
-        Op(tuple(word.split("/")), linearity, effect, shape, partial, spmd, no_grad, attribute) for word in words.split()
+        Op(tuple(word.split("/")), linearity, effect, shape, partial, spmd, no_grad=no_grad,
+           result_has_gradient=result_has_gradient, attribute=attribute)
+        for word in words.split()
     ]
 
 
 RECORDS: tuple[Op, ...] = (
     # Data movement and copies: linear, and every element keeps its value.
-    *ops("clone detach contiguous float half double bfloat16 to type type_as cuda cpu requires_grad_ pin_memory",
+    *ops("clone contiguous float half double bfloat16 to type type_as cuda cpu requires_grad_ pin_memory",
          UNARY_LINEAR, MOVES, POINTWISE),
+    *ops("detach", UNARY_LINEAR, MOVES, POINTWISE, result_has_gradient=False),
     *ops("view_as reshape_as unflatten expand expand_as repeat repeat_interleave tile fliplr flipud roll rot90"
          " diagonal unfold view_as_real view_as_complex", UNARY_LINEAR, MOVES),
     # x.zero_(): zeros are a part of any sum and the same on every rank, so every type stays.
@@ -118,36 +122,48 @@ RECORDS: tuple[Op, ...] = (
     *ops("tril triu", UNARY_LINEAR, shape=ALONG_LAST_TWO),
     *ops("real imag conj positive/__pos__", UNARY_LINEAR, shape=POINTWISE),
     *ops("diag diag_embed trace as_strided pad adaptive_avg_pool1d avg_pool1d avg_pool2d diff", UNARY_LINEAR),
-    # Integer and bool casts truncate: nonlinear (and their results carry no gradient).
-    *ops("bool int long short byte char", ALL_NONLINEAR, shape=POINTWISE),
+    # Integer and bool casts truncate: nonlinear, and their results carry no gradient.
+    *ops("bool int long short byte char", ALL_NONLINEAR, shape=POINTWISE, result_has_gradient=False),
     *ops("neg/negative/__neg__", UNARY_LINEAR, DECREASING, POINTWISE),
     # Nonlinear elementwise ops; the non-decreasing ones keep a pending max/min.
     *ops("exp exp2 expm1 log log2 log10 log1p atan sinh tanh asinh sigmoid relu relu6 silu elu selu celu leaky_relu"
          " hardtanh hardsigmoid softplus sqrt floor ceil round trunc clamp clip clamp_min clamp_max erf polar",
          ALL_NONLINEAR, INCREASING, POINTWISE),
     *ops("sin cos tan asin acos atan2 cosh acosh atanh logit gelu mish hardswish softsign tanhshrink threshold rsqrt"
-         " abs/absolute/__abs__ square pow/__pow__/__rpow__ float_power reciprocal sign sgn signbit frac fmod"
-         " remainder/__mod__/__rmod__ erfc erfinv maximum minimum fmax fmin isnan isinf isfinite eq/__eq__"
-         " ne/not_equal/__ne__ lt/less/__lt__ le/less_equal/__le__ gt/greater/__gt__ ge/greater_equal/__ge__"
-         " logical_and logical_or logical_not logical_xor bitwise_and/__and__/__rand__ bitwise_or/__or__/__ror__"
-         " bitwise_xor/__xor__/__rxor__ bitwise_not/__invert__ floor_divide/__floordiv__/__rfloordiv__ nan_to_num"
-         " dropout dropout1d dropout2d alpha_dropout feature_alpha_dropout", ALL_NONLINEAR, shape=POINTWISE),
+         " abs/absolute/__abs__ square pow/__pow__/__rpow__ float_power reciprocal sign sgn frac fmod"
+         " remainder/__mod__/__rmod__ erfc erfinv maximum minimum fmax fmin floor_divide/__floordiv__/__rfloordiv__"
+         " nan_to_num dropout dropout1d dropout2d alpha_dropout feature_alpha_dropout", ALL_NONLINEAR, shape=POINTWISE),
+    # Tests, comparisons and bitwise ops give bools or integers; a Bernoulli sample is drawn with
+    # the input as its probability.
+    *ops("isnan isinf isneginf isposinf isfinite signbit eq/__eq__ ne/not_equal/__ne__ lt/less/__lt__"
+         " le/less_equal/__le__ gt/greater/__gt__ ge/greater_equal/__ge__ logical_and logical_or logical_not"
+         " logical_xor bitwise_and/__and__/__rand__ bitwise_or/__or__/__ror__ bitwise_xor/__xor__/__rxor__"
+         " bitwise_not/__invert__ bernoulli", ALL_NONLINEAR, shape=POINTWISE, result_has_gradient=False),
     # Nonlinear ops along or over dims.
     *ops("softmax log_softmax softmin logcumsumexp cumprod", ALL_NONLINEAR, shape=along()),
-    *ops("glu sort argsort topk", ALL_NONLINEAR, shape=along(-1)),
+    *ops("glu sort topk", ALL_NONLINEAR, shape=along(-1)),
+    *ops("argsort", ALL_NONLINEAR, shape=along(-1), result_has_gradient=False),
     *ops("normalize", ALL_NONLINEAR, shape=along(1)),
     *ops("amax", ALL_NONLINEAR, Monotone.MAX, reduce(), partial="max", spmd=SPMD_AMAX),
     *ops("amin", ALL_NONLINEAR, Monotone.MIN, reduce(), partial="min", spmd=SPMD_AMIN),
     # max(dim) / min(dim) also return indices, which a pending extremum cannot give: no effect.
     *ops("max", ALL_NONLINEAR, shape=REDUCE_OR_POINTWISE, spmd=SPMD_AMAX),
     *ops("min", ALL_NONLINEAR, shape=REDUCE_OR_POINTWISE, spmd=SPMD_AMIN),
-    *ops("argmax argmin median var std prod any all count_nonzero", ALL_NONLINEAR, shape=reduce()),
+    *ops("median var std prod", ALL_NONLINEAR, shape=reduce()),
+    *ops("argmax argmin any all count_nonzero", ALL_NONLINEAR, shape=reduce(), result_has_gradient=False),
     *ops("kthvalue", ALL_NONLINEAR, shape=reduce(-1)),
     *ops("logsumexp", ALL_NONLINEAR, shape=reduce(REQUIRED)),
-    *ops("mode norm var_mean std_mean isclose allclose equal group_norm batch_norm instance_norm"
+    *ops("mode norm var_mean std_mean allclose group_norm batch_norm instance_norm"
          " local_response_norm mse_loss l1_loss smooth_l1_loss huber_loss kl_div"
          " binary_cross_entropy binary_cross_entropy_with_logits cosine_similarity pairwise_distance unique"
-         " bincount histc one_hot", ALL_NONLINEAR),
+         " bincount histc", ALL_NONLINEAR),
+    # Indices, bools and samples drawn with the inputs as probabilities: nonlinear in every input.
+    *ops("isclose equal one_hot nonzero argwhere searchsorted bucketize multinomial", ALL_NONLINEAR,
+         result_has_gradient=False),
+    # Random integers: no input gives their values, so with no typed operand the result is unknown
+    # (docs/spec.md#scalars-constants-unknowns); randint_like's input gives only the shape.
+    *ops("randint randperm", ALL_NONLINEAR, result_has_gradient=False),
+    *ops("randint_like", Variadic(NONLINEAR, start=1), result_has_gradient=False),
     # Sums and products.
     *ops("add/__add__/__radd__", BINARY_ADD, INCREASING, POINTWISE),
     *ops("sub/subtract/__sub__", BINARY_ADD, (INCREASING, DECREASING), POINTWISE),

@@ -57,3 +57,12 @@ def writes(out: Tensor[I@tp], r: Tensor[R@tp], i: Tensor[I@tp], p: Tensor[P@tp])
     r.copy_(i.detach())
     r.copy_(i)  # E: spmd-inplace
     p.copy_(torch.ones(2))  # E: spmd-inplace
+
+
+def indices_and_samples(out: Tensor[V@tp], x: Tensor[I@tp], edges: Tensor[I@tp]) -> None:
+    reveal_type(out * torch.bucketize(x, edges))  # N: Tensor[V@tp]
+    reveal_type(out * torch.searchsorted(edges, x))  # N: Tensor[V@tp]
+    reveal_type(out * x.isposinf())  # N: Tensor[V@tp]
+    reveal_type(out * torch.multinomial(x, 1))  # N: Tensor[V@tp]
+    reveal_type(out * x.bernoulli_())  # N: Tensor[V@tp]
+    reveal_type(torch.randint_like(x, 10))  # N: Tensor[Any]

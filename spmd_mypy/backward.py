@@ -12,10 +12,12 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
+from mypy.nodes import CallExpr, MemberExpr
 from mypy.plugin import AttributeContext, FunctionContext, MethodContext
 from mypy.types import NoneType, Type, get_proper_type
 
 from spmd_mypy import report
+from spmd_mypy.fixes import Operand
 from spmd_mypy.inference import Actual, tensors_in
 from spmd_mypy.representation import members, result_type, spmd_members
 from spmd_stubs import core
@@ -27,21 +29,23 @@ def _explicit(types: list[Type]) -> bool:
     return any(not isinstance(get_proper_type(m), NoneType) for t in types for m in members(t))
 
 
-def _check(losses: list[Type], call: str, ctx: MethodContext | FunctionContext) -> None:
+def _check(losses: list[Actual], call: str, ctx: MethodContext | FunctionContext) -> None:
     for loss in losses:
-        for member in spmd_members(loss):
+        for member in spmd_members(loss.type):
             for axis, axis_type in member.axes if member is not None else ():
                 try:
                     core.check_loss(axis_type, axis, call)
                 except SpmdTypeError as error:
-                    report.rule_error(ctx.api, ctx.context, error)
+                    report.rule_error(ctx.api, ctx.context, error, [Operand(loss.expr, axis_type)])
 
 
 def backward_method(ctx: MethodContext) -> Type:
     """``loss.backward(gradient=None)``."""
     gradient = [t for name, types in zip(ctx.callee_arg_names, ctx.arg_types) if name == "gradient" for t in types]
     if not _explicit(gradient):
-        _check([ctx.type], "backward()", ctx)
+        receiver = ctx.context.callee.expr if isinstance(ctx.context, CallExpr) and isinstance(
+            ctx.context.callee, MemberExpr) else None
+        _check([Actual(receiver, ctx.type)], "backward()", ctx)
     return ctx.default_return_type
 
 
@@ -52,8 +56,7 @@ def autograd_hook(outputs: str, gradients: str, call: str) -> Callable[[Function
         by_name = {name: (exprs, types) for name, exprs, types in zip(ctx.callee_arg_names, ctx.args, ctx.arg_types)}
         exprs, types = by_name.get(outputs, ([], []))
         if not _explicit(by_name.get(gradients, ([], []))[1]):
-            losses = [a.type for a in tensors_in([Actual(e, t) for e, t in zip(exprs, types)], ctx.api)]
-            _check(losses, call, ctx)
+            _check(list(tensors_in([Actual(e, t) for e, t in zip(exprs, types)], ctx.api)), call, ctx)
         return ctx.default_return_type
 
     return hook

@@ -29,6 +29,7 @@ from mypy.types import AnyType, TupleType, Type, get_proper_type
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
+from spmd_mypy.fixes import Operand
 from spmd_mypy.global_mode import refine
 from spmd_mypy.gradients import carries_no_gradient
 from spmd_mypy.inference import ABSENT, Actual, Everywhere, OpCall, _on_axis, choices, infer
@@ -227,7 +228,9 @@ def _check_writes(ctx: MethodContext, index: Actual | None, value: Actual | None
                 try:
                     core.check_write_without_gradient(axis_type, _on_axis(y, axis), free, axis, _on_axis(i, axis), form)
                 except SpmdTypeError:
-                    report.rule_error(ctx.api, ctx.context, error)
+                    written = [Operand(value.expr if value else None, _on_axis(y, axis)),
+                               Operand(index.expr if index else None, _on_axis(i, axis))]
+                    report.rule_error(ctx.api, ctx.context, error, written)
 
 
 def _is_zero(expr: Expression) -> bool:

@@ -10,6 +10,9 @@ Keys:
     Turn on mypy's flexible redefinition so ``x = all_reduce(x, ...)`` may
     give ``x`` a new SPMD type, unless the user's own mypy settings decide
     (:func:`user_decides_redefinition`).  Set false to never turn it on.
+``show_fixes`` (default false)
+    Follow every SPMD diagnostic with a note that carries its fix as an edit
+    a tool can apply (:mod:`spmd_mypy.fixes`), or says that it needs a choice.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ _FALSE = {"0", "false", "no", "off"}
 class Config:
     strict: bool = False
     allow_redefinition: bool = True
+    show_fixes: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -21,6 +21,7 @@ from mypy.types import Instance, NoneType, TupleType, Type, get_proper_type
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
+from spmd_mypy.fixes import Operand
 from spmd_mypy.gradients import carries_no_gradient
 from spmd_mypy.ops import FUNCTION_MODULES
 from spmd_mypy.representation import members, spmd_members, tensor_instance
@@ -223,7 +224,9 @@ def infer(rule: Rule, call: OpCall) -> list[TensorType | None] | None:
             if any(free):
                 result, errors = judge(expr, combination, call.name, call.effect, free)
         for error in errors:
-            report.rule_error(call.api, call.context, error)
+            operands = [Operand(a.expr if a is not None else None, _on_axis(c, error.axis))
+                        for a, c in zip(actuals, combination)]
+            report.rule_error(call.api, call.context, error, operands)
         if call.refine is not None and not errors:
             try:
                 result = call.refine(combination, result)

@@ -30,7 +30,7 @@ from mypy.plugin import (
 from mypy.plugins.default import DefaultPlugin
 from mypy.types import AnyType, TypeOfAny
 
-from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism, scalars, signatures
+from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism, report, scalars, signatures
 from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, forget_source, shard_outside_tensor
 from spmd_mypy.collectives import (
     COLLECTIVES_MODULE,
@@ -153,6 +153,7 @@ class SpmdPlugin(Plugin):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self.config = config.load(options.config_file)
+        report.show_fixes(self.config.show_fixes)
         if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
         self._mypys = DefaultPlugin(options)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from mypy.errorcodes import ErrorCode
 from mypy.nodes import Context
 from mypy.plugin import CheckerPluginInterface
 
-from spmd_mypy import errorcodes
+from spmd_mypy import errorcodes, fixes
 from spmd_mypy.annotations import AnnotationError, source_text_of
+from spmd_mypy.fixes import Operand
 from spmd_stubs.core import SpmdTypeError
 
 _MAX_SNIPPET = 60
@@ -47,6 +50,22 @@ def fail(api: CheckerPluginInterface, node: Context, message: str, code: ErrorCo
     api.fail(f"{where(api, node)}{message}", node, code=code)
 
 
-def rule_error(api: CheckerPluginInterface, node: Context, error: SpmdTypeError) -> None:
-    """Report an algebra verdict: the message already names the axis, operand types and fix."""
-    fail(api, node, error.message, errorcodes.BY_RULE[error.code])
+class _Settings:
+    show_fixes = False
+    """``[spmd_mypy] show_fixes``: one process checks with one config (the daemon restarts on a change)."""
+
+
+def show_fixes(flag: bool) -> None:
+    _Settings.show_fixes = flag
+
+
+def rule_error(api: CheckerPluginInterface, node: Context, error: SpmdTypeError, operands: Sequence[Operand] = ()) -> None:
+    """Report an algebra verdict: the message already names the axis, operand types and fix.
+
+    ``operands`` are the failing op's operands (with their types on the
+    error's axis), where the fix may rewrite one of them.
+    """
+    code = errorcodes.BY_RULE[error.code]
+    fail(api, node, error.message, code)
+    if _Settings.show_fixes:
+        api.msg.note(fixes.note(api, node, error, operands), node, code=code)

@@ -422,11 +422,13 @@ def test_check_source() -> None:
 
 
 def _assert_teaches(err: SpmdTypeError, axis: str) -> None:
-    """Errors teach: they name the axis, show types as TYPE@axis, and give a fix."""
+    """Errors teach: they name the axis, show types as TYPE@axis, and give a fix: a rewrite a tool
+    can apply, or the options, said plainly to need a choice."""
     text = str(err)
     assert err.axis == axis
     assert f"axis {axis}" in text
-    assert "Fix:" in text
+    assert ("Fix:" in text) == (err.fix is not None), text
+    assert err.fix is not None or "Fix (needs your choice):" in text
     assert "src=" in text and "dst=" in text
 
 

@@ -10,7 +10,7 @@ folder imports torch or mypy.
 module                   what
 =======================  ===================================================
 :mod:`.axis_types`       the types: R, I, V, P, S(i), pending avg/max/min
-:mod:`.errors`           error codes and :class:`SpmdTypeError`
+:mod:`.errors`           error codes, :class:`SpmdTypeError`, its :class:`Fix`
 :mod:`.rules`            op rules by linearity, pending max/min effects
 :mod:`.comms`            the transition table, duality, backward, routes
 :mod:`.checks`           in-place writes, backward seeds, type asserts
@@ -59,7 +59,7 @@ from spmd_stubs.core.comms import (
     transition,
     transitions,
 )
-from spmd_stubs.core.errors import Code, SpmdTypeError
+from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target
 from spmd_stubs.core.no_gradient import check_write_without_gradient, evaluate_without_gradients
 from spmd_stubs.core.rules import Apply, Arg, Effect, Expr, Linearity, Monotone, evaluate
 
@@ -81,6 +81,8 @@ __all__ = [
     "parse_axis_type",
     "Code",
     "SpmdTypeError",
+    "Fix",
+    "Target",
     "Linearity",
     "Arg",
     "Apply",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from spmd_stubs.core.axis_types import AxisType, Kind, Operand, Partial, Replicate, Scalar
-from spmd_stubs.core.comms import instead
-from spmd_stubs.core.errors import Code, SpmdTypeError
+from spmd_stubs.core.comms import instead, instead_template
+from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target, choice
 
 
 def check_inplace(op: str, written: AxisType, result: AxisType | None, axis: str) -> None:
@@ -18,8 +18,9 @@ def check_inplace(op: str, written: AxisType, result: AxisType | None, axis: str
         Code.INPLACE,
         axis,
         f"in-place {op} would change its target from {written.on(axis)} to {result.on(axis)} on "
-        f"axis {axis}, but a tensor written in place keeps its type. Fix: use the out-of-place "
-        f"form (y = {op.rstrip('_')}(...)) and bind the {result.on(axis)} result to a new name.",
+        f"axis {axis}, but a tensor written in place keeps its type. "
+        + choice(f"use the out-of-place form (y = {op.rstrip('_')}(...)) and bind the {result.on(axis)} result "
+                 f"to a new name") + ".",
     )
 
 
@@ -42,10 +43,12 @@ def check_write(target: AxisType, value: Operand, axis: str, index: Operand = No
         return
     if isinstance(value, Scalar):
         why = "every rank's part would hold the number, so the pending sum would count it once per rank"
-        fix = f"all_reduce(x, {axis}, src={target}, dst=R) before the write, and write into its R result"
+        fix = choice(f"all_reduce(x, {axis}, src={target}, dst=R) before the write, and write into its R result")
         raise SpmdTypeError(Code.INPLACE, axis, _write_message(form, target, "a python scalar", axis, why, fix))
-    why, fix = _why_the_value_does_not_fit(target, value, axis)
-    raise SpmdTypeError(Code.INPLACE, axis, _write_message(form, target, f"y of type {value.on(axis)}", axis, why, fix))
+    why, fix, template = _why_the_value_does_not_fit(target, value, axis)
+    rewrite = Fix(Target.OPERAND, template, value) if template else None
+    raise SpmdTypeError(Code.INPLACE, axis, _write_message(form, target, f"y of type {value.on(axis)}", axis, why, fix),
+                        rewrite)
 
 
 def _check_write_index(target: AxisType, index: Operand, axis: str) -> None:
@@ -57,6 +60,7 @@ def _check_write_index(target: AxisType, index: Operand, axis: str) -> None:
             axis,
             f"x[i] = y uses a Partial tensor as the index on axis {axis} ({shown}, i: {index.on(axis)}); "
             f"a pending sum cannot select positions. Fix: all_reduce(i, {axis}, src={index}, dst=R) first.",
+            Fix(Target.OPERAND, f"all_reduce({{x}}, {axis}, src={index}, dst=R)", index),
         )
     if isinstance(index, AxisType) and index.kind is Kind.V and target.local.kind is not Kind.V:
         raise SpmdTypeError(
@@ -64,8 +68,8 @@ def _check_write_index(target: AxisType, index: Operand, axis: str) -> None:
             axis,
             f"x[i] = y writes at positions that differ between ranks on axis {axis} ({shown}, i: "
             f"{index.on(axis)}), so x would no longer be {x}, but a tensor written in place keeps its "
-            f"type. Fix: an index that is R on {axis} (the same positions on every rank), or write out "
-            f"of place and bind the result to a new name, e.g. x2 = torch.where(mask, y, x).",
+            f"type. " + choice(f"an index that is R on {axis} (the same positions on every rank), or write out "
+                               f"of place and bind the result to a new name, e.g. x2 = torch.where(mask, y, x)") + ".",
         )
 
 
@@ -78,44 +82,50 @@ def _fits(target: AxisType, value: AxisType | Scalar) -> bool:
     return value.kind is Kind.R and (target.local.kind is Kind.V or (target.kind is Kind.P and target.reduce != "sum"))
 
 
-def _why_the_value_does_not_fit(target: AxisType, value: AxisType, axis: str) -> tuple[str, str]:
-    """Why writing ``value`` into ``target`` changes the target's type, and the fix."""
+def _why_the_value_does_not_fit(target: AxisType, value: AxisType, axis: str) -> tuple[str, str, str | None]:
+    """Why writing ``value`` into ``target`` changes the target's type, the fix, and the call on the
+    value that makes it fit (None: the fix needs a choice)."""
     if value.kind is Kind.P and target.kind is not Kind.P:
         why = f"the written elements would be parts of a pending {value.reduce} among {target.kind.title} values"
-        return why, f"all_reduce(y, {axis}, src={value}, dst={'I' if target.kind is Kind.I else 'R'}) first"
+        reduce = f"all_reduce({{x}}, {axis}, src={value}, dst={'I' if target.kind is Kind.I else 'R'})"
+        return why, f"Fix: {reduce.format(x='y')} first", reduce
     if value.local.kind is Kind.V and target.kind in (Kind.R, Kind.I):
         fix = (
             f"write a value that is {target} on {axis}, or write out of place and bind the V result to a new "
             f"name, e.g. x2 = torch.where(mask, y, x)"
         )
-        return "its ranks would then hold different values", fix
+        return "its ranks would then hold different values", choice(fix), None
     if target.kind is Kind.P and target.reduce == "sum" and value.kind is not Kind.P:
         why = "every rank's part would hold the written values, so the pending sum would add up all of them"
-        first = {
-            Kind.R: f"convert(y, {axis}, src=R, dst=P) (the value on one rank, zeros on the others)",
-            Kind.V: f"reinterpret(y, {axis}, src=V, dst=P) if the ranks' values are the parts of the sum",
-        }.get(value.kind)
         reduce_first = f"all_reduce(x, {axis}, src=P, dst=R) before the write, and write into its R result"
-        return why, f"{first}, or {reduce_first}" if first else reduce_first
+        if value.kind is Kind.R:
+            convert = f"convert({{x}}, {axis}, src=R, dst=P)"
+            return why, (f"Fix: {convert.format(x='y')} (the value on one rank, zeros on the others), "
+                         f"or {reduce_first}"), convert
+        if value.kind is Kind.V:
+            return why, choice(f"reinterpret(y, {axis}, src=V, dst=P) if the ranks' values are the parts of the "
+                               f"sum, or {reduce_first}"), None
+        return why, choice(reduce_first), None
     # R fits into V: a cast to R keeps the values, one to V would slice them.
     goal = Replicate if target.local.kind is Kind.V else target
     why = f"x would then mix {target.on(axis)} and {value.on(axis)} elements"
-    return why, f"{instead(value, goal, axis).replace('(x, ', '(y, ')} first"
+    return why, f"Fix: {instead(value, goal, axis).replace('(x, ', '(y, ')} first", instead_template(value, goal, axis)
 
 
 def _write_message(form: str, target: AxisType, what: str, axis: str, why: str, fix: str) -> str:
     return (
         f"{form} writes {what} into x of type {target.on(axis)} on axis {axis}, but a tensor "
-        f"written in place keeps its type, and {why}. Fix: {fix}."
+        f"written in place keeps its type, and {why}. {fix}."
     )
 
 
 _LOSS_FIX = {
-    Kind.R: "all_gather/all_reduce with dst=I instead of dst=R before the loss, so every rank "
-    "computes the same loss, or convert(loss, {axis}, src=R, dst=P)",
-    Kind.V: "reinterpret(loss, {axis}, src=V, dst=P) if the global loss is the sum of the ranks' "
-    "losses (typical on dp/cp), or all_reduce(loss, {axis}, src=V, dst=I)",
+    Kind.R: ("convert({x}, {axis}, src=R, dst=P)", " (the loss counted once), or all_gather/all_reduce with dst=I "
+             "instead of dst=R before the loss, so every rank computes the same loss"),
+    Kind.V: ("reinterpret({x}, {axis}, src=V, dst=P)", " if the global loss is the sum of the ranks' losses "
+             "(typical on dp/cp), or all_reduce(loss, {axis}, src=V, dst=I)"),
 }
+"""Per kind of a wrong loss: the call that counts it once as a pending sum, and what else would do."""
 
 
 def check_loss(loss: AxisType, axis: str, call: str = "backward()") -> None:
@@ -141,13 +151,16 @@ def check_loss(loss: AxisType, axis: str, call: str = "backward()") -> None:
             f"{call} seeds the gradient 1.0 on every rank, which is right for a pending sum but not "
             f"for the pending {loss.reduce} of the loss {loss.on(axis)} on axis {axis}. Fix: "
             f"all_reduce(loss, {axis}, src={loss}, dst=I) first.",
+            Fix(Target.OPERAND, f"all_reduce({{x}}, {axis}, src={loss}, dst=I)", loss),
         )
+    template, otherwise = (part.replace("{axis}", axis) for part in _LOSS_FIX[loss.kind])
     raise SpmdTypeError(
         Code.BACKWARD,
         axis,
         f"{call} seeds the gradient 1.0 on every rank, which is only right for an Invariant or "
         f"Partial loss, but the loss is {loss.on(axis)} on axis {axis}. Fix: "
-        f"{_LOSS_FIX[loss.kind].format(axis=axis)}.",
+        f"{template.format(x='loss')}{otherwise}.",
+        Fix(Target.OPERAND, template, loss),
     )
 
 
@@ -165,5 +178,5 @@ def check_asserted(actual: AxisType, asserted: AxisType, axis: str) -> None:
         Code.ASSERT,
         axis,
         f"assert_type says {asserted.on(axis)} but the value is {actual.on(axis)} on axis {axis}. "
-        f"Fix: correct the assertion, or {fix}.",
+        + choice(f"correct the assertion, or {fix}") + ".",
     )

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spmd_stubs.core.axis_types import AxisType, Kind, Varying
-from spmd_stubs.core.errors import Code, SpmdTypeError
+from spmd_stubs.core.axis_types import AxisType, Kind, Replicate, Varying
+from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target, choice
 
 _DUAL_KIND = {Kind.R: Kind.P, Kind.P: Kind.R, Kind.I: Kind.I, Kind.V: Kind.V}
 
@@ -186,15 +186,20 @@ def route(src: AxisType, dst: AxisType, axis: str = "axis") -> Step | None:
     return Step(_ROUTE[(src.kind, dst.kind)], src, dst)
 
 
+def _through_replicate(src: AxisType, dst: AxisType) -> Step | None:
+    """The first of two steps from ``src`` to ``dst`` where no one operation keeps the value: to R,
+    from which ``convert`` makes ``dst`` (None where one operation does)."""
+    if src.kind is P and dst.kind is P and src.reduce != dst.reduce:
+        return Step("all_reduce", src, Replicate)
+    if _non_sum(dst) and src.kind is not R and src.kind is not P:
+        return Step(_ROUTE[(src.kind, R)], src, Replicate)
+    return None
+
+
 def _two_steps(src: AxisType, dst: AxisType, axis: str) -> str:
     """The two calls from ``src`` to ``dst`` where no one operation keeps the value ('' otherwise)."""
-    if src.kind is P and dst.kind is P and src.reduce != dst.reduce:
-        via = f"all_reduce(x, {axis}, src={src}, dst=R)"
-    elif _non_sum(dst) and src.kind is not R and src.kind is not P:
-        via = f"{_ROUTE[(src.kind, R)]}(x, {axis}, src={src}, dst=R)"
-    else:
-        return ""
-    return f"{via}, then convert(x, {axis}, src=R, dst={dst})"
+    via = _through_replicate(src, dst)
+    return f"{via.call(axis)}, then convert(x, {axis}, src=R, dst={dst})" if via else ""
 
 
 def _allowed_forms(op: str, src: AxisType, dst: AxisType) -> bool:
@@ -231,6 +236,20 @@ def instead(src: AxisType, dst: AxisType, axis: str) -> str:
     return step.call(axis, expert=row_of(step).gated)
 
 
+def instead_template(src: AxisType, dst: AxisType, axis: str) -> str | None:
+    """:func:`instead` as a rewrite of the value ``{x}`` (``{x}`` alone: nothing to do); None where
+    it names a choice (V and S(i) mixed: which form the collective should take)."""
+    if _non_sum(dst) and src.kind is V:
+        return f"reinterpret({{x}}, {axis}, src={src}, dst={dst})"
+    via = _through_replicate(src, dst)
+    if via is not None:
+        return f"convert({via.call(axis, '{x}')}, {axis}, src=R, dst={dst})"
+    step = route(src, dst, axis)
+    if step is None:
+        return None if src != dst else "{x}"
+    return step.call(axis, "{x}", expert=row_of(step).gated)
+
+
 def transition(
     op: str,
     src: AxisType,
@@ -253,20 +272,32 @@ def transition(
         return dst
     row = _row_taken(op, src, dst)
     if row is None or not _allowed_forms(op, src, dst):
+        template = instead_template(src, dst, axis)
+        use = f"use {instead(src, dst, axis)}"
         raise SpmdTypeError(
             Code.INVALID_TRANSITION if op in CASTS else Code.COLLECTIVE,
             axis,
             f"{op}(src={src}, dst={dst}) does not exist on axis {axis}"
-            f"{_why_not(op, src, dst)}. Fix: use {instead(src, dst, axis)}.",
+            f"{_why_not(op, src, dst)}. {f'Fix: {use}' if template else choice(use)}.",
+            Fix(Target.CALL, template) if template else None,
         )
     if row.gated and not expert_mode:
-        raise SpmdTypeError(
-            Code.EXPERT_MODE,
-            axis,
-            f"{op}(src={src}, dst={dst}) on axis {axis} {row.reason.format(axis=axis)}. If that is what you "
-            f"mean, pass expert_mode=True: {Step(op, src, dst).call(axis, expert=True)}.",
-        )
+        raise _gated(op, src, dst, axis, row)
     return dst
+
+
+def _gated(op: str, src: AxisType, dst: AxisType, axis: str, row: Transition) -> SpmdTypeError:
+    """A gated pair without ``expert_mode``: the fix keeps the value where an ungated operation does."""
+    expert = f"pass expert_mode=True: {Step(op, src, dst).call(axis, expert=True)}"
+    keeping = route(src, dst, axis)
+    if keeping is None or keeping.op == op or row_of(keeping).gated:
+        fix, rewrite = choice(f"if that is what you mean, {expert}"), None
+    else:
+        fix = f"Fix: {keeping.call(axis)} keeps the value; if you mean the change, {expert}"
+        rewrite = Fix(Target.CALL, keeping.call(axis, "{x}"))
+    return SpmdTypeError(
+        Code.EXPERT_MODE, axis, f"{op}(src={src}, dst={dst}) on axis {axis} {row.reason.format(axis=axis)}. {fix}.", rewrite
+    )
 
 
 def _row_taken(op: str, src: AxisType, dst: AxisType) -> Transition | None:
@@ -308,7 +339,8 @@ def _why_not(op: str, src: AxisType, dst: AxisType) -> str:
     return ""
 
 
-def check_source(op: str, declared: AxisType, actual: AxisType, axis: str, dst: AxisType | None = None) -> None:
+def check_source(op: str, declared: AxisType, actual: AxisType, axis: str, dst: AxisType | None = None,
+                 expert_mode: bool = False) -> None:
     """The input's actual type must be the declared ``src`` (V and S(i) agree).
 
     A varying input is also accepted where ``all_reduce``/``reduce_scatter``
@@ -325,26 +357,33 @@ def check_source(op: str, declared: AxisType, actual: AxisType, axis: str, dst: 
         return
     if op in IMPLICIT_PARTIAL and declared.kind is P and actual.kind is V:
         return
+    fix, template = _source_fix(op, declared, actual, axis, dst, expert_mode)
     raise SpmdTypeError(
         Code.COLLECTIVE,
         axis,
-        f"{op} is told src={declared}, but the input is {actual.on(axis)} on axis {axis}. "
-        f"Fix: {_source_fix(op, declared, actual, axis, dst)}.",
+        f"{op} is told src={declared}, but the input is {actual.on(axis)} on axis {axis}. Fix: {fix}.",
+        Fix(Target.CALL, template) if template else None,
     )
 
 
-def _source_fix(op: str, declared: AxisType, actual: AxisType, axis: str, dst: AxisType | None) -> str:
+def _source_fix(op: str, declared: AxisType, actual: AxisType, axis: str, dst: AxisType | None,
+                expert_mode: bool) -> tuple[str, str | None]:
+    """The fix of a wrong ``src=``, and the call that replaces ``op``'s (None without a ``dst``)."""
     first = f"first {instead(actual, declared, axis)}"
     if dst is None or _exists(op, actual, dst, axis):
-        return f"pass src={actual}, or {first}"
+        template = Step(op, actual, dst).call(axis, "{x}", expert_mode) if dst is not None else None
+        return f"pass src={actual}, or {first}", template
     try:
         step = route(actual, dst, axis)
     except SpmdTypeError:
-        return first
+        into = instead_template(actual, declared, axis)
+        then = Step(op, declared, dst).call(axis, into, expert_mode) if into else None
+        return first, then
     if step is None:
         return (f"drop the {op}: the input already is {dst.on(axis)} (if each rank's x is only a part, "
-                f"its type is wrong where x is made)")
-    return f"{step.call(axis, expert=row_of(step).gated)} takes the {actual.on(axis)} input to {dst.on(axis)}"
+                f"its type is wrong where x is made)"), "{x}"
+    call = step.call(axis, expert=row_of(step).gated)
+    return f"{call} takes the {actual.on(axis)} input to {dst.on(axis)}", step.call(axis, "{x}", row_of(step).gated)
 
 
 def _exists(op: str, src: AxisType, dst: AxisType, axis: str) -> bool:

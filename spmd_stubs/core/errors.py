@@ -2,11 +2,18 @@
 
 The plugin turns a :class:`SpmdTypeError` into a static diagnostic, the
 runtime shim raises it as a ``ValueError``: both speak with the same words.
+A violation whose fix needs no choice by the user also carries it as a
+:class:`Fix`, which tools apply without reading the message.
 """
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from spmd_stubs.core.axis_types import AxisType
 
 
 class Code(str, enum.Enum):
@@ -29,16 +36,51 @@ class Code(str, enum.Enum):
     SHARD_MISMATCH = "spmd-shard-mismatch"
 
 
+class Target(str, enum.Enum):
+    """What a :class:`Fix` rewrites."""
+
+    OPERAND = "operand"
+    """One operand of the failing op, or the loss of ``backward()``: the first one whose type on
+    the axis is the fix's ``operand``."""
+    CALL = "call"
+    """The failing collective or cast call itself; ``{x}`` stands for its tensor input."""
+
+
+@dataclass(frozen=True)
+class Fix:
+    """The rewrite that makes a rule hold, where it needs no choice: ``template`` in place of the
+    target, with ``{x}`` standing for the target's source (``{x}`` alone drops a call).
+
+    The call in ``template`` keeps the value's meaning, so the fixed program
+    computes what the original meant (docs/spec.md#fixes).
+
+    >>> Fix(Target.CALL, "all_reduce({x}, tp, src=P, dst=R)").applied_to("h @ w")
+    'all_reduce(h @ w, tp, src=P, dst=R)'
+    """
+
+    target: Target
+    template: str
+    operand: Optional["AxisType"] = None
+
+    def applied_to(self, source: str) -> str:
+        return self.template.format(x=source)
+
+
+def choice(options: str) -> str:
+    """A fix with no rewrite a tool could apply: the options and what each means, said plainly."""
+    return f"Fix (needs your choice): {options}"
+
+
 class SpmdTypeError(ValueError):
     """A rule violation: ``code`` names the rule, ``axis`` the mesh axis.
 
-    ``str(err)`` is the full message, ending with the concrete fix.
+    ``str(err)`` is the full message, ending with the concrete fix; ``fix``
+    is that fix as a rewrite, None where it needs a choice by the user.
     """
 
-    def __init__(self, code: Code, axis: str, message: str) -> None:
+    def __init__(self, code: Code, axis: str, message: str, fix: Fix | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.axis = axis
         self.message = message
-
-
+        self.fix = fix

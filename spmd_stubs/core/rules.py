@@ -25,7 +25,7 @@ from spmd_stubs.core.axis_types import (
     Scalar,
     Varying,
 )
-from spmd_stubs.core.errors import Code, SpmdTypeError
+from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target, choice
 
 
 class Linearity(enum.Enum):
@@ -84,8 +84,23 @@ _WITH_BIAS = frozenset({"linear", "addmm", "addmv", "addbmm", "baddbmm", "biline
 """Ops that add a bias to a product: where the product is a part of a sum, the bias goes after."""
 
 
-def _reduce_fix(axis: str, dst: str = "R", src: AxisType | None = None) -> str:
-    return f"all_reduce(x, {axis}, src={src or Partial}, dst={dst})"
+def _reduce_fix(axis: str, dst: str = "R", src: AxisType | None = None, tensor: str = "x") -> str:
+    return f"all_reduce({tensor}, {axis}, src={src or Partial}, dst={dst})"
+
+
+def _reduce(partial: AxisType, axis: str, dst: str) -> Fix:
+    """Resolve the operand pending ``partial`` first: its sum (avg, max, min) on every rank."""
+    return Fix(Target.OPERAND, _reduce_fix(axis, dst, partial, "{x}"), partial)
+
+
+def _convert_invariant(axis: str) -> Fix:
+    """Retype the Invariant operand as Replicate (same values; its gradient then gets all-reduced)."""
+    return Fix(Target.OPERAND, f"convert({{x}}, {axis}, src=I, dst=R)", Invariant)
+
+
+def _reduced_to(operands: Sequence[AxisType | Scalar]) -> str:
+    """Where a reduction should land to combine with the other operands: I beside an I, else R."""
+    return "I" if any(isinstance(o, AxisType) and o.kind is Kind.I for o in operands) else "R"
 
 
 def _partials(operands: Sequence[AxisType | Scalar]) -> list[AxisType]:
@@ -104,6 +119,7 @@ def _one_reduction(partial: Sequence[AxisType], operands: Sequence[AxisType | Sc
             f"({_shown(operands, axis, ', ')}); their parts cannot be reduced together. "
             f"Fix: resolve one first, e.g. {_reduce_fix(axis, src=second)} on the "
             f"{second.on(axis)} operand.",
+            _reduce(second, axis, "R"),
         )
     return partial[0].local
 
@@ -114,27 +130,29 @@ def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str) ->
     kinds = {t.kind for t in tensors}
     if Kind.I in kinds and kinds != {Kind.I}:
         other = next(t for t in tensors if t.kind is not Kind.I)
-        fix = f"convert(x, {axis}, src=I, dst=R) on the Invariant operand before {op}"
+        convert = f"convert(x, {axis}, src=I, dst=R) on the Invariant operand before {op}"
+        fix, rewrite = f"Fix: {convert}", _convert_invariant(axis)
         if other.kind is Kind.V and op in _WITH_BIAS:
-            fix = (
+            fix, rewrite = choice(
                 f"if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
                 f"{op}, reduce the product (reinterpret(y, {axis}, src=V, dst=P), then all_reduce(y, {axis}, "
-                f"src=P, dst=I)) and add the bias after; if the output should vary per rank, {fix}"
-            )
+                f"src=P, dst=I)) and add the bias after; if the output should vary per rank, {convert}"
+            ), None
         elif other.kind is Kind.V:
             # Which operand is wrong depends on what the result means: say both.
-            fix = (
-                f"if the result should vary per rank, {fix} (its gradient then gets all-reduced); if the "
+            fix, rewrite = choice(
+                f"if the result should vary per rank, {convert} (its gradient then gets all-reduced); if the "
                 f"{other.on(axis)} operand is this rank's part of a value every rank should share (a sum "
                 f"over a local shard), all_reduce(y, {axis}, src=P, dst=I) on it first"
-            )
+            ), None
         raise SpmdTypeError(
             Code.INVARIANT_MIX,
             axis,
             f"{op} mixes Invariant with {other.kind.title} on axis {axis} "
             f"({_shown(operands, axis, ', ')}); an Invariant value must get the same "
             f"gradient on every rank, which its use beside {other.on(axis)} cannot promise. "
-            f"Fix: {fix}.",
+            f"{fix}.",
+            rewrite,
         )
     if Kind.V in kinds:
         return Varying
@@ -152,6 +170,7 @@ def _nonlinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axi
             f"{op} is nonlinear but gets a Partial operand on axis {axis} "
             f"({_shown(operands, axis, ', ')}); f(sum of parts) is not the sum of "
             f"f(parts). Fix: {_reduce_fix(axis, src=partial[0])} (or dst=I) before {op}.",
+            _reduce(partial[0], axis, _reduced_to(operands)),
         )
     return _plain_combine(operands, op, axis)
 
@@ -172,19 +191,24 @@ def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axis
             axis,
             f"{op} mixes Invariant with Partial on axis {axis} ({shown}). "
             f"Fix: {_reduce_fix(axis, 'I', result)} on the Partial operand before {op}.",
+            _reduce(result, axis, "I"),
         )
     if isinstance(other, AxisType) and other.kind is Kind.V:
-        fix = (f"reduce_scatter(x, {axis}, src={result}, dst=V) (or {_reduce_fix(axis, src=result)}) "
-               f"on the Partial operand first")
+        reduce = (f"{_reduce_fix(axis, src=result)} on the Partial operand first (or reduce_scatter(x, {axis}, "
+                  f"src={result}, dst=V) where the Varying operand is this rank's shard of the sum)")
+        fix, rewrite = f"Fix: {reduce}", _reduce(result, axis, "R")
         if op in _WITH_BIAS:
-            fix = (f"if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
-                   f"{op}, reinterpret(y, {axis}, src=V, dst={result}) on the product and add the bias to it "
-                   f"before the reduction; if the output should vary per rank, {fix}")
+            fix, rewrite = choice(
+                f"if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
+                f"{op}, reinterpret(y, {axis}, src=V, dst={result}) on the product and add the bias to it "
+                f"before the reduction; if the output should vary per rank, {reduce}"
+            ), None
         raise SpmdTypeError(
             Code.PARTIAL_VARYING,
             axis,
             f"{op} adds a Partial to a Varying operand on axis {axis} ({shown}); the sum "
-            f"would mix one pending sum with per-rank values. Fix: {fix}.",
+            f"would mix one pending sum with per-rank values. {fix}.",
+            rewrite,
         )
     if result.reduce == "avg":
         # avg(x_r + c) = avg(x_r) + c: a replicated term is counted once.
@@ -196,6 +220,7 @@ def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axis
         f"{_show(other, axis)} term would be counted once per rank by the pending sum. "
         f"Fix: {_reduce_fix(axis)} on the Partial operand first, or "
         f"convert(y, {axis}, src=R, dst=P) on the other term.",
+        _reduce(result, axis, "R"),
     )
 
 
@@ -211,6 +236,7 @@ def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> A
             f"{op} multiplies {len(partial)} Partial factors on axis {axis} ({shown}); a "
             f"product of pending sums is not the sum of products. Fix: "
             f"{_reduce_fix(axis, src=partial[0])} on all but one factor first.",
+            _reduce(partial[0], axis, "R"),
         )
     for other in operands:
         if isinstance(other, AxisType) and other.kind is Kind.V:
@@ -220,6 +246,7 @@ def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> A
                 f"{op} multiplies a Partial by a Varying factor on axis {axis} ({shown}); "
                 f"each rank would scale its part of the sum differently. Fix: "
                 f"{_reduce_fix(axis, src=partial[0])} on the Partial factor first.",
+                _reduce(partial[0], axis, "R"),
             )
         if isinstance(other, AxisType) and other.kind is Kind.I:
             raise SpmdTypeError(
@@ -229,6 +256,7 @@ def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> A
                 f"convert(w, {axis}, src=I, dst=R) on the Invariant factor "
                 f"(its gradient then gets all-reduced), or {_reduce_fix(axis, 'I', partial[0])} on "
                 f"the Partial one.",
+                _convert_invariant(axis),
             )
     return partial[0].local
 
@@ -242,6 +270,7 @@ def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisTy
             f"{op} uses a Partial tensor as an index/mask/condition on axis {axis} "
             f"({_show(selector, axis)}); a pending sum cannot select. Fix: "
             f"{_reduce_fix(axis, src=selector)} on it first.",
+            _reduce(selector, axis, "R"),
         )
     if isinstance(selector, AxisType) and selector.kind is Kind.V:
         return _multilinear([selector, data], op, axis)
@@ -313,7 +342,8 @@ def _extremum(
         if isinstance(other, AxisType) and other.kind in (Kind.V, Kind.I):
             code = Code.PARTIAL_VARYING if other.kind is Kind.V else Code.INVARIANT_MIX
             raise SpmdTypeError(
-                code, axis, f"{op} combines {pending.on(axis)} with {other.on(axis)} on axis {axis} ({shown}). {fix}."
+                code, axis, f"{op} combines {pending.on(axis)} with {other.on(axis)} on axis {axis} ({shown}). {fix}.",
+                _reduce(pending, axis, _reduced_to(values)),
             )
     pending_effects = {
         _effect_at(effect, position) for position, value in operands if isinstance(value, AxisType) and value.kind is Kind.P
@@ -331,6 +361,7 @@ def _extremum(
                 f"{op} combines {len(partial)} operands pending a {pending.reduce} on axis {axis} "
                 f"({shown}); {op} of two {pending.reduce}ima is not the {pending.reduce}imum of the {op}s. "
                 f"{fix} on all but one operand.",
+                _reduce(pending, axis, "R"),
             )
         if only is Monotone.INCREASING:
             return pending
@@ -341,6 +372,7 @@ def _extremum(
         f"{op} does not commute with the pending {pending.reduce} of {pending.on(axis)} on axis {axis} "
         f"({shown}): only data movement and ops monotone in that operand (exp, relu, x + c, "
         f"neg, a {pending.reduce} over dims) may keep it. {fix}.",
+        _reduce(pending, axis, "R"),
     )
 
 

@@ -1,0 +1,106 @@
+"""A rule's :class:`~spmd_stubs.core.Fix` as an edit of the user's source, for tools.
+
+With ``show_fixes = true`` in ``[spmd_mypy]`` every SPMD diagnostic is
+followed by a note ``Fix as an edit: {...}``: a JSON object with the span to
+replace (``line``/``end_line`` 1-based, ``column``/``end_column`` 0-based,
+the end exclusive, as in Python's ``ast``), the ``replacement`` text, and
+the ``imports`` the replacement needs that the module lacks.  A diagnostic
+whose fix needs a choice says so: ``Fix as an edit: none (needs your
+choice)``.  The replacement names the typed API the way the module already
+imports it (``spmd.all_reduce`` after ``import spmd_stubs as spmd``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from mypy.nodes import CallExpr, Context, Expression, MypyFile
+from mypy.plugin import CheckerPluginInterface
+
+from spmd_mypy.annotations import AnnotationError, source_text_of
+from spmd_stubs.core import AxisType, Fix, Scalar, SpmdTypeError, Target
+
+PREFIX = "Fix as an edit: "
+NO_EDIT = f"{PREFIX}none (needs your choice)"
+
+_PACKAGE = "spmd_stubs"
+_FUNCTION = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|all_to_all|reinterpret|convert)\(")
+_TYPE_NAME = re.compile(r"\b(?:src|dst)=([A-Za-z]+)")
+_AXIS = re.compile(r"\(.*?, ([A-Za-z_]\w*), src=")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand of the failing op: its expression (None: no source) and its type on the error's axis."""
+
+    expr: Expression | None
+    axis_type: AxisType | Scalar | None
+
+
+def note(api: CheckerPluginInterface, node: Context, error: SpmdTypeError, operands: Sequence[Operand]) -> str:
+    """The note that carries ``error``'s fix as an edit."""
+    fix = error.fix
+    target = _target(node, fix, operands) if fix is not None else None
+    tree: MypyFile = api.tree  # type: ignore[attr-defined]
+    if fix is None or target is None:
+        return NO_EDIT
+    edited, tensor = target
+    try:
+        replacement = fix.applied_to(source_text_of(tree, tensor))
+    except AnnotationError:
+        return NO_EDIT
+    replacement, imports = _qualified(replacement, tree)
+    edit = {
+        "line": edited.line, "column": edited.column, "end_line": edited.end_line, "end_column": edited.end_column,
+        "replacement": replacement, "imports": imports,
+    }
+    return PREFIX + json.dumps(edit)
+
+
+def _target(node: Context, fix: Fix, operands: Sequence[Operand]) -> tuple[Context, Expression] | None:
+    """What the edit replaces, and the expression ``{x}`` stands for."""
+    if fix.target is Target.CALL:
+        if isinstance(node, CallExpr) and node.args:
+            return node, node.args[0]
+        return None
+    for operand in operands:
+        typ = operand.axis_type
+        if operand.expr is not None and isinstance(typ, AxisType) and typ.local == _local(fix.operand):
+            return operand.expr, operand.expr
+    return None
+
+
+def _local(operand: AxisType | None) -> AxisType | None:
+    return operand.local if operand is not None else None
+
+
+def _qualified(replacement: str, tree: MypyFile) -> tuple[str, list[str]]:
+    """``replacement`` with the typed API named as ``tree`` imports it, and the imports it still needs."""
+    names = tree.names
+    imports: list[str] = []
+    module = next((name for name, symbol in names.items()
+                   if isinstance(symbol.node, MypyFile) and symbol.node.fullname == _PACKAGE), None)
+
+    def function(match: re.Match[str]) -> str:
+        name = match.group(1)
+        symbol = names.get(name)
+        if symbol is not None and _is_typed_api(symbol.fullname, name):
+            return match.group(0)
+        if module is None and f"import {_PACKAGE}" not in imports:
+            imports.append(f"import {_PACKAGE}")
+        return f"{module or _PACKAGE}.{name}("
+
+    replacement = _FUNCTION.sub(function, replacement)
+    # The templates name only the package's own types and axes.
+    imports += [f"from {_PACKAGE} import {name}" for name in dict.fromkeys(_TYPE_NAME.findall(replacement))
+                if name not in names]
+    imports += [f"from {_PACKAGE}.axes import {axis}" for axis in dict.fromkeys(_AXIS.findall(replacement))
+                if axis not in names]
+    return replacement, imports
+
+
+def _is_typed_api(fullname: str | None, name: str) -> bool:
+    return fullname is not None and fullname.startswith(f"{_PACKAGE}.") and fullname.endswith(f".{name}")

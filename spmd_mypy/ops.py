@@ -5,7 +5,13 @@ What the checker knows about each op is its record in
 names mypy gives, less these prefixes, to its lookups.
 """
 
-FUNCTION_MODULES = ("torch._C._VariableFunctions.", "torch._C._nn.", "torch.nn.functional.", "torch.functional.")
+FUNCTION_MODULES = (
+    "torch._C._VariableFunctions.",
+    "torch._C._nn.",
+    "torch.nn.functional.",
+    "torch.functional.",
+    "torch.nn.attention.flex_attention.",
+)
 """Where torch's op functions are defined (what mypy resolves ``torch.add`` to)."""
 
 METHOD_PREFIX = "torch._tensor.Tensor."

@@ -68,6 +68,15 @@ def test_samplers_and_index_producers_are_nonlinear() -> None:
     assert OPS["randint_like"].rule == Variadic(Linearity.NONLINEAR, start=1)
 
 
+def test_ops_found_in_nanotron_and_picotron() -> None:
+    assert OPS["logsigmoid"] is OPS["log_sigmoid"] and OPS["logsigmoid"].effect is Monotone.INCREASING
+    assert OPS["fill"].rule == Arg(1)
+    assert lookup("fill_") is OPS["fill"]
+    scores = Apply(Linearity.NONLINEAR, Arg(0), Arg(1))
+    assert OPS["flex_attention"].rule == Apply(Linearity.MULTILINEAR, scores, Arg(2))
+    assert build("flex_attention") == build("scaled_dot_product_attention")
+
+
 def test_the_spmd_ops_are_the_forms_the_records_name() -> None:
     assert torch_ops.SPMD_OPS == {"einsum", "matmul", "linear", "sum", "amax", "amin"}
     assert all(name in OPS for name in torch_ops.SPMD_OPS)

@@ -96,6 +96,8 @@ RECORDS: tuple[Op, ...] = (
          " diagonal unfold view_as_real view_as_complex", UNARY_LINEAR, MOVES),
     # x.zero_(): zeros are a part of any sum and the same on every rank, so every type stays.
     *ops("zero", UNARY_LINEAR, MOVES, POINTWISE),
+    # x.fill_(value): every element is value; x gives only the shape.
+    *ops("fill", Arg(1), shape=POINTWISE),
     *ops("view", UNARY_LINEAR, MOVES, new_shape("size")),
     *ops("reshape", UNARY_LINEAR, MOVES, new_shape("shape")),
     *ops("flatten ravel", UNARY_LINEAR, MOVES, FLATTEN),
@@ -126,8 +128,9 @@ RECORDS: tuple[Op, ...] = (
     *ops("bool int long short byte char", ALL_NONLINEAR, shape=POINTWISE, result_has_gradient=False),
     *ops("neg/negative/__neg__", UNARY_LINEAR, DECREASING, POINTWISE),
     # Nonlinear elementwise ops; the non-decreasing ones keep a pending max/min.
-    *ops("exp exp2 expm1 log log2 log10 log1p atan sinh tanh asinh sigmoid relu relu6 silu elu selu celu leaky_relu"
-         " hardtanh hardsigmoid softplus sqrt floor ceil round trunc clamp clip clamp_min clamp_max erf polar",
+    *ops("exp exp2 expm1 log log2 log10 log1p atan sinh tanh asinh sigmoid logsigmoid/log_sigmoid relu relu6 silu"
+         " elu selu celu leaky_relu hardtanh hardsigmoid softplus sqrt floor ceil round trunc clamp clip clamp_min"
+         " clamp_max erf polar",
          ALL_NONLINEAR, INCREASING, POINTWISE),
     *ops("sin cos tan asin acos atan2 cosh acosh atanh logit gelu mish hardswish softsign tanhshrink threshold rsqrt"
          " abs/absolute/__abs__ square pow/__pow__/__rpow__ float_power reciprocal sign sgn frac fmod"
@@ -192,6 +195,9 @@ RECORDS: tuple[Op, ...] = (
          shape=ALONG_TRAILING),
     *ops("rms_norm", Apply(MULTILINEAR, Apply(NONLINEAR, Arg(0)), Arg(2)), shape=ALONG_TRAILING),
     *ops("scaled_dot_product_attention", SDPA, shape=ATTENTION),
+    # flex_attention(q, k, v, score_mod, block_mask): the score modification and the block mask act on
+    # the scores, softmax(q k^T) @ v as for SDPA (the mask is no tensor operand).
+    *ops("flex_attention", Apply(MULTILINEAR, Apply(NONLINEAR, Arg(0), Arg(1)), Arg(2)), shape=ATTENTION),
     # Joins: the operands are the terms of one sum.
     *ops("cat/concat", Variadic(ADDITIVE), MOVES, cat()),
     *ops("concatenate", Variadic(ADDITIVE), MOVES, cat("axis")),

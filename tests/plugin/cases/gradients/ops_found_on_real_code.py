@@ -1,7 +1,9 @@
 """Ops that real training code uses and that lost the SPMD type: norms, named results, copy_, stacks."""
 import torch
+import torch.nn.functional as F
+from torch.nn.attention.flex_attention import flex_attention
 
-from spmd_stubs import I, P, Tensor, V
+from spmd_stubs import I, P, R, Tensor, V
 from spmd_stubs.axes import tp
 
 
@@ -42,3 +44,14 @@ def found_in_transformer_blocks(x: Tensor[V@tp], p: Tensor[P@tp], idx: Tensor[I@
     reveal_type(x.scatter_add(0, idx, src))  # N: Tensor[V@tp]
     reveal_type(p.zero_())  # N: Tensor[P@tp]
     reveal_type(torch.diff(x))  # N: Tensor[V@tp]
+
+
+def found_in_nanotron_and_picotron(q: Tensor[V@tp], k: Tensor[V@tp], r: Tensor[R@tp], p: Tensor[P@tp]) -> None:
+    """Unmodelled ops found in nanotron's and picotron's transformer blocks."""
+    reveal_type(F.logsigmoid(q - k))  # N: Tensor[V@tp]
+    F.logsigmoid(p)  # E: spmd-partial-nonlinear
+    reveal_type(flex_attention(q, k, q))  # N: Tensor[V@tp]
+    reveal_type(flex_attention(r, r, p))  # N: Tensor[P@tp]
+    flex_attention(q, k, p)  # E: spmd-partial-varying
+    reveal_type(r.fill_(1.0))  # N: Tensor[R@tp]
+    p.fill_(r)  # E: spmd-inplace

@@ -22,6 +22,7 @@ from mypy.nodes import (
     IntExpr,
     MemberExpr,
     OpExpr,
+    TempNode,
     UnaryExpr,
 )
 from mypy.plugin import AttributeContext, CheckerPluginInterface, FunctionContext, MethodContext
@@ -39,6 +40,11 @@ from spmd_stubs.core import SpmdTypeError, TensorType
 from spmd_stubs.core.torch_ops import Op, lookup, out_of_place
 
 _REFLECTED = {f"__r{n}__": n for n in "add sub mul matmul truediv floordiv mod pow and or xor".split()}
+
+
+def is_reflected(name: str) -> bool:
+    """Whether ``name`` is a reflected binary operator (``__rmul__``): the receiver is the right operand."""
+    return name in _REFLECTED
 
 
 def display_name(name: str) -> str:
@@ -66,7 +72,7 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
         if record is None:
             return _unmodelled(ctx.api, ctx.context, name, [ctx.type], ctx.default_return_type, config)
         receiver = Actual(receiver_expression(ctx.context, name), ctx.type)
-        operands = [[receiver], *_actuals(ctx.arg_types, ctx.args)]
+        operands = [[receiver], *_actuals(ctx.arg_types, _members_as_operands(ctx.context, name, ctx.args))]
         refiner = refine.op_refiner(ctx, record, display_name(name), method=True)
         judged_as = record
         if forward is not None and refiner is None and len(operands) == 2:
@@ -97,6 +103,18 @@ def receiver_expression(context: Context, name: str) -> Expression | None:
     if isinstance(context, IndexExpr):
         return context.base
     return None
+
+
+def _members_as_operands(context: Context, name: str, args: list[list[Expression]]) -> list[list[Expression]]:
+    """The arguments, with the operand expression in place of mypy's stand-in for one of its members.
+
+    mypy checks ``x * y`` over a union operand one member at a time and passes
+    the member as a ``TempNode``; the member is still that operand's value, so
+    in ``y * y`` both sides take the same member (R*R and I*I, not R*I).
+    """
+    if isinstance(context, OpExpr) and [len(group) for group in args] == [1] and isinstance(args[0][0], TempNode):
+        return [[context.left if is_reflected(name) else context.right]]
+    return args
 
 
 def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]:

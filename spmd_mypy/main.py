@@ -81,6 +81,23 @@ def _installed(module: str, path: str) -> bool:
 _NO_POLYMORPHISM = ("torch.", "builtins.", "typing.", "spmd_stubs.collectives.", "spmd_stubs.types.")
 
 
+_TENSOR_CLASSES = ("Tensor", "TensorBase")
+"""The classes that define torch's tensor operators (``torch._tensor.Tensor`` and its base)."""
+
+
+def _operator_on_union(fullname: str) -> str | None:
+    """``__rmul__`` where mypy asks for ``"__rmul__ of TensorBase"``: a reflected operator on a union of tensors.
+
+    mypy names a method after its receiver's class, and a union has none, so it
+    asks for the callee's own name instead.  It calls a reflected operator on a
+    union when the right operand is one (``x * y`` after a branch join of y),
+    and tries that before ``x.__mul__(y)``; unhooked, it succeeds with torch's
+    unknown ``Tensor`` and no rule is judged.
+    """
+    method, _, owner = fullname.partition(" of ")
+    return method if owner in _TENSOR_CLASSES and calls.is_reflected(method) else None
+
+
 _INFERRED = ("default_return_type", "default_attr_type", "default_signature")
 """Where a hook's context holds what mypy inferred without the plugin."""
 
@@ -258,6 +275,9 @@ class SpmdPlugin(Plugin):
             if name == "backward":
                 return guarded(backward.backward_method)
             return guarded(calls.method_hook(name, self.config))
+        union_operator = _operator_on_union(fullname)
+        if union_operator is not None:
+            return guarded(calls.method_hook(union_operator, self.config))
         if fullname.endswith(".__call__") and not fullname.startswith(("builtins.", "typing.")):
             return guarded(polymorphism.module_call)
         return None

@@ -170,7 +170,7 @@ def apply(
             try:
                 core.transition(request.op, request.src, request.dst, axis, request.expert_mode)
                 if axis in mapping:
-                    core.check_source(request.op, request.src, mapping[axis], axis, request.dst)
+                    core.check_source(request.op, request.src, mapping[axis], axis, request.dst, request.expert_mode)
                 if axis in global_axes:
                     sharding.global_collective(request.op, request.src, request.dst, mapping, axis, global_axes)
                     continue

@@ -14,20 +14,22 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from mypy.nodes import CallExpr, Context, Expression, MypyFile
 from mypy.plugin import CheckerPluginInterface
 
 from spmd_mypy.annotations import AnnotationError, source_text_of
-from spmd_stubs.core import AxisType, Fix, Scalar, SpmdTypeError, Target
+from spmd_mypy.representation import spmd_members
+from spmd_stubs.core import CASTS, COLLECTIVES, AxisType, Fix, Scalar, SpmdTypeError, Target
 
 PREFIX = "Fix as an edit: "
 NO_EDIT = f"{PREFIX}none (needs your choice)"
+SEVERAL = f"{PREFIX}none (needs your choice: the value it rewrites has several types here, which one rewrite cannot all fix)"
 
 _PACKAGE = "spmd_stubs"
-_FUNCTION = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|all_to_all|reinterpret|convert)\(")
+_FUNCTION = re.compile(rf"(?<![.\w])({'|'.join((*COLLECTIVES, *CASTS, 'redistribute'))})\(")
 _TYPE_NAME = re.compile(r"\b(?:src|dst)=([A-Za-z]+)")
 _AXIS = re.compile(r"\(.*?, ([A-Za-z_]\w*), src=")
 
@@ -43,16 +45,21 @@ class Operand:
 def note(api: CheckerPluginInterface, node: Context, error: SpmdTypeError, operands: Sequence[Operand]) -> str:
     """The note that carries ``error``'s fix as an edit."""
     fix = error.fix
-    target = _target(node, fix, operands) if fix is not None else None
-    tree: MypyFile = api.tree  # type: ignore[attr-defined]
-    if fix is None or target is None:
+    if fix is None:
+        return NO_EDIT
+    target = _target(node, fix, operands)
+    if target is None:
         return NO_EDIT
     edited, tensor = target
+    if _several(api, tensor, error.axis):
+        return SEVERAL
+    tree: MypyFile = api.tree  # type: ignore[attr-defined]
     try:
-        replacement = fix.applied_to(source_text_of(tree, tensor))
+        source = source_text_of(tree, tensor)
     except AnnotationError:
         return NO_EDIT
-    replacement, imports = _qualified(replacement, tree)
+    template, imports = _qualified(fix.template, tree)
+    replacement = replace(fix, template=template).applied_to(source)
     edit = {
         "line": edited.line, "column": edited.column, "end_line": edited.end_line, "end_column": edited.end_column,
         "replacement": replacement, "imports": imports,
@@ -61,11 +68,9 @@ def note(api: CheckerPluginInterface, node: Context, error: SpmdTypeError, opera
 
 
 def _target(node: Context, fix: Fix, operands: Sequence[Operand]) -> tuple[Context, Expression] | None:
-    """What the edit replaces, and the expression ``{x}`` stands for."""
+    """What the edit replaces, and the expression ``{x}`` stands for (the input, for a call)."""
     if fix.target is Target.CALL:
-        if isinstance(node, CallExpr) and node.args:
-            return node, node.args[0]
-        return None
+        return (node, node.args[0]) if isinstance(node, CallExpr) and node.args else None
     for operand in operands:
         typ = operand.axis_type
         if operand.expr is not None and isinstance(typ, AxisType) and typ.local == _local(fix.operand):
@@ -73,12 +78,21 @@ def _target(node: Context, fix: Fix, operands: Sequence[Operand]) -> tuple[Conte
     return None
 
 
+def _several(api: CheckerPluginInterface, expr: Expression, axis: str) -> bool:
+    """Whether ``expr`` has several types on ``axis`` (a union after a branch join): a rewrite that
+    fits one of them breaks another, so the fix is where the branches join."""
+    typ = api.lookup_type_or_none(expr)  # type: ignore[attr-defined]
+    members = spmd_members(typ) if typ is not None else []
+    on_axis = {member.get(axis) if member is not None else None for member in members}
+    return len({t.local if t is not None else None for t in on_axis}) > 1
+
+
 def _local(operand: AxisType | None) -> AxisType | None:
     return operand.local if operand is not None else None
 
 
-def _qualified(replacement: str, tree: MypyFile) -> tuple[str, list[str]]:
-    """``replacement`` with the typed API named as ``tree`` imports it, and the imports it still needs."""
+def _qualified(template: str, tree: MypyFile) -> tuple[str, list[str]]:
+    """A fix's ``template`` with the typed API named as ``tree`` imports it, and the imports it still needs."""
     names = tree.names
     imports: list[str] = []
     module = next((name for name, symbol in names.items()
@@ -93,13 +107,13 @@ def _qualified(replacement: str, tree: MypyFile) -> tuple[str, list[str]]:
             imports.append(f"import {_PACKAGE}")
         return f"{module or _PACKAGE}.{name}("
 
-    replacement = _FUNCTION.sub(function, replacement)
+    template = _FUNCTION.sub(function, template)
     # The templates name only the package's own types and axes.
-    imports += [f"from {_PACKAGE} import {name}" for name in dict.fromkeys(_TYPE_NAME.findall(replacement))
+    imports += [f"from {_PACKAGE} import {name}" for name in dict.fromkeys(_TYPE_NAME.findall(template))
                 if name not in names]
-    imports += [f"from {_PACKAGE}.axes import {axis}" for axis in dict.fromkeys(_AXIS.findall(replacement))
+    imports += [f"from {_PACKAGE}.axes import {axis}" for axis in dict.fromkeys(_AXIS.findall(template))
                 if axis not in names]
-    return replacement, imports
+    return template, imports
 
 
 def _is_typed_api(fullname: str | None, name: str) -> bool:

@@ -10,7 +10,7 @@ op's :data:`Effect` (docs/spec.md#pending-reductions).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Sequence, Union
 
 from spmd_stubs.core.axis_types import (
@@ -98,7 +98,7 @@ def _convert_invariant(axis: str) -> Fix:
     return Fix(Target.OPERAND, f"convert({{x}}, {axis}, src=I, dst=R)", Invariant)
 
 
-def _reduced_to(operands: Sequence[AxisType | Scalar]) -> str:
+def _reduced_to(operands: Sequence[Operand]) -> str:
     """Where a reduction should land to combine with the other operands: I beside an I, else R."""
     return "I" if any(isinstance(o, AxisType) and o.kind is Kind.I for o in operands) else "R"
 
@@ -131,7 +131,9 @@ def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str) ->
     if Kind.I in kinds and kinds != {Kind.I}:
         other = next(t for t in tensors if t.kind is not Kind.I)
         convert = f"convert(x, {axis}, src=I, dst=R) on the Invariant operand before {op}"
-        fix, rewrite = f"Fix: {convert}", _convert_invariant(axis)
+        fix = (f"Fix: {convert} (or, where the result must stay Invariant, make the {other.on(axis)} operand "
+               f"I where it is made, e.g. dst=I on the collective that makes it)")
+        rewrite = _convert_invariant(axis)
         if other.kind is Kind.V and op in _WITH_BIAS:
             fix, rewrite = choice(
                 f"if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
@@ -406,6 +408,29 @@ def evaluate(
     >>> print(evaluate(mul, [None, SCALAR], "mul", "tp"))
     None
     """
+    try:
+        return _evaluate(expr, operands, op, axis, effect)
+    except SpmdTypeError as error:
+        raise _landing_beside(error, operands) from None
+
+
+def _landing_beside(error: SpmdTypeError, operands: Sequence[Operand]) -> SpmdTypeError:
+    """``error`` whose fix reduces to R, reducing to I instead where the op has an Invariant operand.
+
+    A rule judging a part of a composite op (``layer_norm``'s normalisation)
+    sees only that part's operands; the reduced value meets the others (an
+    Invariant weight) after it, where R would break the rule for I.
+    """
+    fix = error.fix
+    if fix is None or not fix.template.startswith("all_reduce(") or _reduced_to(operands) != "I":
+        return error
+    landed = replace(fix, template=fix.template[: -len("dst=R)")] + "dst=I)")
+    return SpmdTypeError(error.code, error.axis, error.message, landed)
+
+
+def _evaluate(
+    expr: Expr, operands: Sequence[Operand], op: str, axis: str, effect: Effect = None
+) -> AxisType | None:
     if isinstance(expr, Arg):
         operand = operands[expr.index] if expr.index < len(operands) else None
         return operand.local if isinstance(operand, AxisType) else None
@@ -416,7 +441,7 @@ def evaluate(
         ):
             known.append((position, SCALAR))
             continue
-        value = evaluate(sub, operands, op, axis)
+        value = _evaluate(sub, operands, op, axis)
         if value is not None:
             known.append((position, value))
         elif expr.linearity is Linearity.SELECT:

@@ -36,14 +36,14 @@ def rejected(
     m: Tensor[Pmax@tp], i: Tensor[I@tp], mask: Tensor[R@tp], vmask: Tensor[V@tp],
 ) -> None:
     r[0] = p  # E: spmd-inplace writes y of type P@tp into x of type R@tp on axis tp
-    r[:, 1:3] = v  # E: spmd-inplace writes y of type V@tp into x of type R@tp on axis tp, but a tensor written in place keeps its type, and its ranks would then hold different values. Fix: write a value that is R
+    r[:, 1:3] = v  # E: spmd-inplace writes y of type V@tp into x of type R@tp on axis tp, but a tensor written in place keeps its type, and its ranks would then hold different values. Fix (needs your choice): write a value that is R
     r[0] = s  # E: spmd-inplace writes y of type S(0)@tp into x of type R@tp
     r[vmask] = 0.0  # E: spmd-inplace writes at positions that differ between ranks on axis tp (x: R@tp, i: V@tp)
     r[p] = r2  # E: spmd-partial-nonlinear uses a Partial tensor as the index on axis tp (x: R@tp, i: P@tp)
     v[0] = p  # E: spmd-inplace Fix: all_reduce(y, tp, src=P, dst=R) first.
     v[0] = i  # E: spmd-inplace Fix: convert(y, tp, src=I, dst=R) first.
     p[0] = r2  # E: spmd-inplace Fix: convert(y, tp, src=R, dst=P)
-    p[0] = v  # E: spmd-inplace Fix: reinterpret(y, tp, src=V, dst=P)
+    p[0] = v  # E: spmd-inplace Fix (needs your choice): reinterpret(y, tp, src=V, dst=P)
     p[0] = 1.0  # E: spmd-inplace writes a python scalar into x of type P@tp on axis tp
     p[vmask] = p  # E: spmd-inplace (x: P@tp, i: V@tp)
     p[vmask] = 0.0  # E: spmd-inplace (x: P@tp, i: V@tp)

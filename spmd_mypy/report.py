@@ -11,7 +11,8 @@ from mypy.plugin import CheckerPluginInterface
 from spmd_mypy import errorcodes, fixes
 from spmd_mypy.annotations import AnnotationError, source_text_of
 from spmd_mypy.fixes import Operand
-from spmd_stubs.core import SpmdTypeError
+from spmd_stubs.core import Code, SpmdTypeError
+from spmd_stubs.core.errors import plainly_a_choice
 
 _MAX_SNIPPET = 60
 
@@ -46,8 +47,16 @@ def where(api: CheckerPluginInterface, node: Context) -> str:
     return f"In `{text}`: " if text else ""
 
 
-def fail(api: CheckerPluginInterface, node: Context, message: str, code: ErrorCode) -> None:
+def fail(api: CheckerPluginInterface, node: Context, message: str, code: ErrorCode,
+         error: SpmdTypeError | None = None, operands: Sequence[Operand] = ()) -> None:
+    """Report ``message`` at ``node``; its fix is ``error``'s rewrite, where it has one, else a choice
+    (said so in the message, and in the note ``show_fixes`` adds)."""
+    if (error is None or error.fix is None) and code is not errorcodes.BY_RULE[Code.ANNOTATION]:
+        message = plainly_a_choice(message)
     api.fail(f"{where(api, node)}{message}", node, code=code)
+    if _Settings.show_fixes:
+        note = fixes.note(api, node, error, operands) if error is not None else fixes.NO_EDIT
+        api.msg.note(note, node, code=code)
 
 
 class _Settings:
@@ -65,7 +74,4 @@ def rule_error(api: CheckerPluginInterface, node: Context, error: SpmdTypeError,
     ``operands`` are the failing op's operands (with their types on the
     error's axis), where the fix may rewrite one of them.
     """
-    code = errorcodes.BY_RULE[error.code]
-    fail(api, node, error.message, code)
-    if _Settings.show_fixes:
-        api.msg.note(fixes.note(api, node, error, operands), node, code=code)
+    fail(api, node, error.message, errorcodes.BY_RULE[error.code], error, operands)

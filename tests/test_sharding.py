@@ -59,8 +59,10 @@ def rejects(behaviour, operands, code, *words, partial=None, op="op"):
         run(behaviour, operands, partial, op=op)
     assert caught.value.code is code, caught.value.message
     assert caught.value.axis == "tp"
-    for word in ("tp", "Fix:", *words):
+    for word in ("tp", "Fix", *words):
         assert word in caught.value.message, caught.value.message
+    # A fix is a rewrite a tool applies, or said plainly to need a choice.
+    assert ("Fix:" in caught.value.message) == (caught.value.fix is not None), caught.value.message
     return caught.value.message
 
 

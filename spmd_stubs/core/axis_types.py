@@ -277,6 +277,8 @@ class DuplicateAxisError(SpmdTypeError):
     tp is given twice (R@tp and V@tp). Fix: give each mesh axis one type.``.
     """
 
+    malformed = True
+
 
 def tensor_type_from(
     entries: Iterable[tuple[str, AxisType]], where: str = "", code: Code = Code.ANNOTATION

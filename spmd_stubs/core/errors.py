@@ -66,9 +66,21 @@ class Fix:
         return self.template.format(x=source)
 
 
+CHOICE = "Fix (needs your choice): "
+
+
 def choice(options: str) -> str:
     """A fix with no rewrite a tool could apply: the options and what each means, said plainly."""
-    return f"Fix (needs your choice): {options}"
+    return f"{CHOICE}{options}"
+
+
+def plainly_a_choice(message: str) -> str:
+    """``message`` saying that its fix needs a choice (a message with no rewrite to apply).
+
+    >>> plainly_a_choice("x is wrong. Fix: name each mesh axis once.")
+    'x is wrong. Fix (needs your choice): name each mesh axis once.'
+    """
+    return message.replace("Fix: ", CHOICE, 1)
 
 
 class SpmdTypeError(ValueError):
@@ -78,7 +90,13 @@ class SpmdTypeError(ValueError):
     is that fix as a rewrite, None where it needs a choice by the user.
     """
 
+    malformed = False
+    """Whether the error is about malformed input (its fix is to write it right, not a choice)."""
+
     def __init__(self, code: Code, axis: str, message: str, fix: Fix | None = None) -> None:
+        if fix is None and not self.malformed and code is not Code.ANNOTATION:
+            # An annotation error names what is malformed; any other fix without a rewrite is a choice.
+            message = plainly_a_choice(message)
         super().__init__(message)
         self.code = code
         self.axis = axis

@@ -7,14 +7,30 @@ every bare ``torch.Tensor`` in torch's stubs, ``nn.Parameter``,
 
 A known SPMD type is a type variable *value* that no scope binds: a
 ``TypeVarType`` in the namespace :data:`NAMESPACE` whose name is the type as
-the user reads it (``V@dp, S(0)@tp``) and whose id is a stable hash of its
-local form (``S(i)`` counted as ``V``).  This makes mypy itself
+the user reads it (``V@dp, S(0)@tp``).  All of them share one id, so where the
+invariant parameter asks whether two are equivalent, mypy compares their
+upper bounds both ways.  The bound spells the type's local form (``S(i)``
+counted as ``V``) as a signature with one keyword per mentioned axis and
+``**axes: Any`` for every other axis::
 
-* print it as ``Tensor[V@dp, S(0)@tp]`` (reveal_type, arg-type, ...);
-* treat two different local types as incompatible, ``S(i)`` and ``V`` as the
-  same type (in local SPMD ``S(i)`` *is* V: docs/spec.md#types), ``Tensor[Any]`` as
-  compatible with all;
-* store it in the incremental cache and the daemon like any type.
+    Tensor[V@dp, S(0)@tp]  ->  def (*, dp: V = ..., tp: V = ..., **axes: Any) -> object
+
+Two such signatures are compatible both ways exactly when they agree on every
+axis both mention (an axis only one mentions meets the other's ``**axes:
+Any``), so mypy itself
+
+* prints it as ``Tensor[V@dp, S(0)@tp]`` (reveal_type, arg-type, ...);
+* treats an axis a type does not mention as unconstrained at every boundary
+  (arguments, returns, assignments, container items, attributes): a
+  ``Tensor[V@dp, I@tp]`` is accepted where ``Tensor[I@tp]`` is declared and
+  the other way round, a ``Tensor[P@tp]`` is not;
+* treats ``S(i)`` and ``V`` as the same type (in local SPMD ``S(i)`` *is* V:
+  docs/spec.md#types), ``Tensor[Any]`` as compatible with all;
+* stores it in the incremental cache and the daemon like any type.
+
+The plugin reads a type back from the name (:func:`spmd_of`), never from the
+bound: where mypy joins two compatible values (a list of both) it keeps one
+side's name and joins only the bounds.
 """
 
 from __future__ import annotations
@@ -23,11 +39,12 @@ import functools
 import hashlib
 from typing import Callable, Iterable
 
-from mypy.nodes import TypeInfo
+from mypy.nodes import ARG_NAMED_OPT, ARG_STAR2, TypeInfo
 from mypy.plugin import CheckerPluginInterface, ClassDefContext
 from mypy.typeops import make_simplified_union
 from mypy.types import (
     AnyType,
+    CallableType,
     Instance,
     ProperType,
     Type,
@@ -45,6 +62,11 @@ from spmd_stubs.core import AxisType, TensorType
 TENSOR = "torch._tensor.Tensor"
 NAMESPACE = "spmd_mypy"
 _PARAMETER = "_SpmdType"
+_OTHER_AXES = "axes"
+_VALUE_ID = TypeVarId(1, namespace=NAMESPACE)
+"""The id every known SPMD type shares, so that mypy compares their bounds."""
+_AXIS_NAMESPACE = f"{NAMESPACE}.axis"
+_UNKNOWN = AnyType(TypeOfAny.special_form)
 
 
 def add_hidden_parameter(ctx: ClassDefContext) -> None:
@@ -52,19 +74,21 @@ def add_hidden_parameter(ctx: ClassDefContext) -> None:
 
     The default is a real one (not an omitted generic), so a bare ``Tensor``
     annotation is complete: ``--strict`` (``disallow_any_generics``) accepts
-    it as it does without the plugin.
+    it as it does without the plugin.  Its upper bound,
+    ``def (**axes: Any) -> object``, is the bound of a type that mentions no
+    axis; every SPMD type's bound extends it (:func:`with_spmd`).
     """
     info = ctx.cls.info
     if info.type_vars:
         return
-    parameter = TypeVarType(
-        _PARAMETER,
-        f"{TENSOR}.{_PARAMETER}",
-        TypeVarId(1, namespace=TENSOR),
-        [],
+    no_axis = CallableType(
+        [_UNKNOWN],
+        [ARG_STAR2],
+        [_OTHER_AXES],
         ctx.api.named_type("builtins.object"),
-        AnyType(TypeOfAny.special_form),
+        ctx.api.named_type("builtins.function"),
     )
+    parameter = TypeVarType(_PARAMETER, f"{TENSOR}.{_PARAMETER}", TypeVarId(1, namespace=TENSOR), [], no_axis, _UNKNOWN)
     ctx.cls.type_vars = [parameter]
     info.add_type_vars()
 
@@ -84,27 +108,36 @@ def local_form(tensor_type: TensorType) -> TensorType:
     return TensorType(tuple((axis, t.local) for axis, t in tensor_type.axes))
 
 
-@functools.lru_cache(maxsize=4096)
-def _identity(tensor_type: TensorType) -> tuple[str, str, TypeVarId]:
-    """The hidden value's name, full name and id.
-
-    Cached: every typed annotation and op result builds one, a program uses
-    few distinct types, and printing and hashing cost more than the lookup.
-    """
-    name = str(tensor_type)
-    digest = hashlib.blake2b(local_form(tensor_type).canonical().encode(), digest_size=7).digest()
-    return name, f"{NAMESPACE}.{name}", TypeVarId(int.from_bytes(digest, "big") + 1, namespace=NAMESPACE)
-
-
 def with_spmd(tensor: Instance, tensor_type: TensorType | None) -> Instance:
     """``tensor`` (a ``torch.Tensor`` instance) carrying ``tensor_type`` (None: unknown)."""
-    info = tensor.type
     if tensor_type is None or not tensor_type.axes:
-        return tensor.copy_modified(args=[AnyType(TypeOfAny.special_form)])
-    bound = info.defn.type_vars[0].upper_bound
-    name, fullname, type_id = _identity(tensor_type)
-    value = TypeVarType(name, fullname, type_id, [], bound, AnyType(TypeOfAny.special_form))
-    return tensor.copy_modified(args=[value])
+        return tensor.copy_modified(args=[_UNKNOWN])
+    no_axis = get_proper_type(tensor.type.defn.type_vars[0].upper_bound)
+    assert isinstance(no_axis, CallableType)
+    name = str(tensor_type)
+    bound = _bound(no_axis, local_form(tensor_type))
+    return tensor.copy_modified(args=[TypeVarType(name, f"{NAMESPACE}.{name}", _VALUE_ID, [], bound, _UNKNOWN)])
+
+
+def _bound(no_axis: CallableType, local: TensorType) -> CallableType:
+    """``def (*, dp: V = ..., tp: I = ..., **axes: Any) -> object``: what compatibility compares."""
+    axis_values = [_axis_value(str(axis_type), no_axis.ret_type) for _, axis_type in local.axes]
+    return no_axis.copy_modified(
+        arg_types=[*axis_values, *no_axis.arg_types],
+        arg_kinds=[*(ARG_NAMED_OPT for _ in axis_values), *no_axis.arg_kinds],
+        arg_names=[*(axis for axis, _ in local.axes), *no_axis.arg_names],
+    )
+
+
+def _axis_value(local: str, top: Type) -> TypeVarType:
+    """One axis's local type (``V``, ``P``, ``Pmax``...): a value compatible only with itself and Any."""
+    return TypeVarType(local, f"{_AXIS_NAMESPACE}.{local}", _axis_id(local), [], top, _UNKNOWN)
+
+
+@functools.lru_cache(maxsize=64)
+def _axis_id(local: str) -> TypeVarId:
+    digest = hashlib.blake2b(local.encode(), digest_size=7).digest()
+    return TypeVarId(int.from_bytes(digest, "big") + 1, namespace=_AXIS_NAMESPACE)
 
 
 @functools.lru_cache(maxsize=4096)

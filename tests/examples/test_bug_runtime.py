@@ -5,6 +5,9 @@ Every scenario runs a bug's function and its fixed twin on real gloo ranks
 largest difference from the same computation done on full tensors in one
 process (values and gradients).  No exception is raised by any buggy
 version: that is what makes these bugs expensive.
+
+A fix that a hint proposes, where no gallery file holds it, runs the same way
+against its own reference (:data:`HINT_FIXES`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from spmd_examples import BUGS, GPT
 from torch.distributed.device_mesh import init_device_mesh
 
 import spmd_stubs as spmd
-from spmd_stubs.axes import cp, ep
+from spmd_stubs import I, P, R, S, Tensor, V
+from spmd_stubs.axes import cp, ep, tp
 
 sys.path[:0] = [str(BUGS), str(GPT)]
 import gloo_launch  # noqa: E402
@@ -130,23 +134,57 @@ SCENARIOS: dict[str, Callable[[ModuleType, int], float]] = {
 }
 
 
-def run_all() -> dict[str, tuple[float, float]]:
-    """On one rank: name -> (error of the buggy version, error of the fixed one)."""
+def row_parallel_partial_bias(x: Tensor[S(-1)@tp], weight: Tensor[S(1)@tp], bias: Tensor[P@tp]) -> Tensor[R@tp]:
+    """The hint's fix for ``F.linear(x_v, w_v, b0_p)``: the product as P, the bias added before the reduction."""
+    partial = spmd.reinterpret(F.linear(x, weight), tp, src=V, dst=P)
+    return spmd.all_reduce(partial + bias, tp, src=P, dst=R)
+
+
+def partial_bias_before_reduction(t: int) -> float:
+    """Output and the gradients of x, w and b against ``x @ w.T + b`` in one process.
+
+    The bias is I, held as P by ``convert(b, tp, src=I, dst=P)`` (rank 0 holds b,
+    the others zeros); the output is R, whose gradient is a pending sum: rank 0
+    seeds all of it.
+    """
+    x, w, b, g = full(1, 3, 8), full(2, 5, 8), full(3, 5), full(4, 3, 5)
+    ref_x, ref_w, ref_b = leaf(x), leaf(w), leaf(b)
+    ref = F.linear(ref_x, ref_w, ref_b)
+    ref.backward(g)
+    mx, mw, mb = leaf(x.chunk(TP, -1)[t]), leaf(w.chunk(TP, 1)[t]), leaf(b)
+    out = row_parallel_partial_bias(mx, mw, spmd.convert(mb, tp, src=I, dst=P, expert_mode=True))
+    out.backward(g if t == 0 else torch.zeros_like(g))
+    return max(
+        err(out, ref),
+        err(mx.grad, ref_x.grad.chunk(TP, -1)[t]),
+        err(mw.grad, ref_w.grad.chunk(TP, 1)[t]),
+        err(mb.grad, ref_b.grad),
+    )
+
+
+HINT_FIXES: dict[str, Callable[[int], float]] = {f.__name__: f for f in (partial_bias_before_reduction,)}
+
+RankErrors = tuple[dict[str, tuple[float, float]], dict[str, float]]
+"""One rank's errors: gallery name -> (buggy version, fixed one), and hint fix name -> its error."""
+
+
+def run_all() -> RankErrors:
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     spmd.bind_mesh(mesh)
     spmd.bind_groups({cp: mesh.get_group("tp"), ep: mesh.get_group("tp")})
     try:
         t = mesh.get_local_rank("tp")
-        return {
+        gallery = {
             name: (scenario(importlib.import_module(f"{name}_bug"), t), scenario(importlib.import_module(f"{name}_fixed"), t))
             for name, scenario in SCENARIOS.items()
         }
+        return gallery, {name: fix(t) for name, fix in HINT_FIXES.items()}
     finally:
         spmd.unbind()
 
 
 @pytest.fixture(scope="module")
-def errors() -> list[dict[str, tuple[float, float]]]:
+def errors() -> list[RankErrors]:
     return gloo_launch.spawn(run_all, world_size=4)
 
 
@@ -163,7 +201,13 @@ def test_every_bug_has_a_runtime_scenario() -> None:
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_buggy_version_is_silently_wrong_and_fix_is_right(errors: list[dict[str, tuple[float, float]]], name: str) -> None:
-    per_rank = [rank_errors[name] for rank_errors in errors]
+def test_buggy_version_is_silently_wrong_and_fix_is_right(errors: list[RankErrors], name: str) -> None:
+    per_rank = [gallery[name] for gallery, _ in errors]
     assert all(fixed < 1e-10 for _, fixed in per_rank), f"fixed {name} differs from the reference: {per_rank}"
     assert any(bug > 1e-3 for bug, _ in per_rank), f"buggy {name} matches the reference: {per_rank}"
+
+
+@pytest.mark.parametrize("name", list(HINT_FIXES))
+def test_hint_fix_matches_the_reference(errors: list[RankErrors], name: str) -> None:
+    per_rank = [fixes[name] for _, fixes in errors]
+    assert all(error < 1e-10 for error in per_rank), f"{name} differs from the reference: {per_rank}"

@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "property")]
 
-from soundness import collect  # noqa: E402
 from spmd_hints import Judged, judge_hints  # noqa: E402
+from spmd_programs import draw  # noqa: E402
 from spmd_soundness import simulated_world  # noqa: E402
 
 from tests.hints.harness import Tally, copy_into, fix_each, fix_whole  # noqa: E402
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         for path, whole in fix_whole(gallery, work / "gallery").items():
             print(f"  {path.name:<36} {whole.status.value} after {whole.rounds} round(s)")
         judged = Judged()
-        drawn = collect(args.programs, args.seed)
+        drawn = draw(args.programs, args.seed)
         with simulated_world() as mesh:
             for first in range(0, len(drawn), args.batch):
                 judge_hints(drawn[first : first + args.batch], work / "generated", mesh, args.seed + first, judged)

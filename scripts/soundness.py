@@ -24,23 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests" / "property")]
 
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-from spmd_programs import Program, programs  # noqa: E402
+from spmd_programs import draw  # noqa: E402
 from spmd_soundness import Report, process_batch, simulated_world  # noqa: E402
-
-
-def collect(count: int, seed_value: int) -> list[Program]:
-    """``count`` programs drawn by hypothesis (no shrinking: nothing fails here)."""
-    drawn: list[Program] = []
-
-    @seed(seed_value)
-    @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(programs())
-    def draw(program: Program) -> None:
-        drawn.append(program)
-
-    draw()
-    return drawn
 
 
 def print_report(report: Report, seconds: float) -> None:
@@ -72,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     report = Report()
-    drawn = collect(args.programs, args.seed)
+    drawn = draw(args.programs, args.seed)
     with tempfile.TemporaryDirectory(prefix="spmd_soundness_") as tmp, simulated_world() as mesh:
         for first in range(0, len(drawn), args.batch):
             batch = drawn[first : first + args.batch]

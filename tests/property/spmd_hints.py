@@ -35,17 +35,22 @@ class Judged:
 
     tally: Tally = field(default_factory=Tally)
     status: dict[Status, int] = field(default_factory=dict)
+    unrunnable: int = 0
+    """Programs that end clean but cannot run, as their original could not: the local types do not
+    track shapes, so a wild program may combine tensors of different local shapes."""
 
 
 def judge_hints(programs: list[Program], workdir: Path, mesh: object, seed: int, judged: Judged) -> None:
     """Fix every program of ``programs`` that the checker rejects, run the fixed ones, tally the hints."""
     import torch
 
+    originals = write_batch(programs, workdir / "original")
     paths = write_batch(programs, workdir / "hinted")
     outcomes = fix_whole(paths, workdir)
     rejected = [(program, path.resolve()) for program, path in zip(programs, paths) if outcomes[path.resolve()].first]
     clean = [(program, path) for program, path in rejected if outcomes[path].status is Status.CLEAN]
-    right = _run_clean(clean, workdir, mesh, torch.Generator().manual_seed(seed), judged)
+    runs = {path.resolve(): original for path, original in zip(paths, originals)}
+    right = _run_clean(clean, runs, workdir, mesh, torch.Generator().manual_seed(seed), judged)
     for program, path in rejected:
         whole = outcomes[path]
         judged.status[whole.status] = judged.status.get(whole.status, 0) + 1
@@ -53,9 +58,15 @@ def judge_hints(programs: list[Program], workdir: Path, mesh: object, seed: int,
             judged.tally.add(hinted, None if whole.status is Status.CHOICE else right.get(path, False))
 
 
-def _run_clean(clean: list[tuple[Program, Path]], workdir: Path, mesh: object, generator: object,
-               judged: Judged) -> dict[Path, bool]:
-    """Read every clean program back, reveal its loss type, run it, judge it: path -> right."""
+def _runs(mesh: object, path: Path, program: Program, generator: object) -> bool:
+    """Whether the program at ``path`` runs at all."""
+    return run_program(mesh, path, program, random_inputs(program, generator)).error is None  # type: ignore[arg-type]
+
+
+def _run_clean(clean: list[tuple[Program, Path]], originals: dict[Path, Path], workdir: Path, mesh: object,
+               generator: object, judged: Judged) -> dict[Path, bool | None]:
+    """Read every clean program back, reveal its loss type, run it, judge it: path -> right (None:
+    it cannot run, and neither could its original)."""
     read = {path: read_back(path.read_text(), program) for program, path in clean}
     revealed_dir = workdir / "read_back"
     revealed_dir.mkdir(exist_ok=True)
@@ -65,8 +76,8 @@ def _run_clean(clean: list[tuple[Program, Path]], workdir: Path, mesh: object, g
         sources[path].write_text(to_source(program))
         revealing[path].write_text(_with_revealed_loss(program))
     errors, losses = _check_read_back(list(revealing.values()), workdir)
-    right: dict[Path, bool] = {}
-    for _, original in clean:
+    right: dict[Path, bool | None] = {}
+    for unfixed, original in clean:
         source, revealed = sources[original], revealing[original].resolve()
         if errors.get(revealed) or revealed not in losses:
             judged.tally.wrong.append(f"{original.name}: its read-back form does not check clean\n{source.read_text()}")
@@ -77,6 +88,10 @@ def _run_clean(clean: list[tuple[Program, Path]], workdir: Path, mesh: object, g
                         frozenset())
         inputs = random_inputs(fixed, generator)  # type: ignore[arg-type]
         outcome = run_program(mesh, source, fixed, inputs)
+        if outcome.error is not None and not _runs(mesh, originals[original], unfixed, generator):
+            judged.unrunnable += 1
+            right[original] = None
+            continue
         problems = [outcome.error] if outcome.error is not None else judge(fixed, outcome, inputs)
         right[original] = not problems
         if problems:

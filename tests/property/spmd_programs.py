@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from spmd_stubs import core
@@ -463,3 +464,17 @@ def _loss_codes(loss: Value) -> frozenset[str]:
     bad = any(t.kind not in (Kind.I, Kind.P) for t in loss.types)
     return frozenset({core.Code.BACKWARD.value}) if bad else frozenset()
 
+
+def draw(count: int, seed_value: int) -> list[Program]:
+    """``count`` programs drawn by hypothesis from ``seed_value`` (the same ones every time; no
+    shrinking: a script or test judges them itself)."""
+    drawn: list[Program] = []
+
+    @seed(seed_value)
+    @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def keep(program: Program) -> None:
+        drawn.append(program)
+
+    keep()
+    return drawn

@@ -2,7 +2,7 @@
 
 A ``python`` block followed by a plain block starting ``t.py:`` (README.md,
 docs/*.md) is saved as ``t.py`` and checked by mypy with the plugin under the
-recommended config; the documented lines must be exactly mypy's lines (the
+recommended config (with ``show_fixes`` where the output shows a fix as an edit); the documented lines must be exactly mypy's lines (the
 docs wrap long lines, so whitespace is compared loosely).
 """
 
@@ -41,7 +41,8 @@ def test_documented_output_is_the_checkers(name: str, program: str, output: str,
                                            pytestconfig: pytest.Config) -> None:
     (tmp_path / "t.py").write_text(program)
     config = tmp_path / "mypy.ini"
-    config.write_text(config_text())
+    # A documented note that carries a fix as an edit is printed with the setting that asks for it.
+    config.write_text(config_text("[spmd_mypy]\nshow_fixes = true\n" if "Fix as an edit" in output else ""))
     cache = pytestconfig.cache.mkdir("docs-examples-mypy") if pytestconfig.cache else tmp_path / "cache"
     printed = run_mypy([Path("t.py")], config, cache, cwd=tmp_path)
     assert _words(printed) == _words(output), printed

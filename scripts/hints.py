@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{min(first + args.batch, len(drawn))} programs ({time.perf_counter() - start:.0f} s)", flush=True)
         print("\nGenerated programs the checker rejects, fixed as a whole:",
               ", ".join(f"{n} {status.value}" for status, n in judged.status.items()))
+        print(f"of those that check clean: {judged.unrunnable} cannot run, as their original could not; "
+              f"{len(judged.crashes)} raise where their original ran")
         print_tally("Their hints (right: the program checks clean and computes the reference gradients)", judged.tally)
+        for crash in judged.crashes:
+            print(f"\n=== CHECKS CLEAN BUT RAISES\n{crash}")
     print(f"\n{time.perf_counter() - start:.0f} s")
     return 1 if judged.tally.wrong else 0
 

@@ -38,6 +38,9 @@ class Judged:
     unrunnable: int = 0
     """Programs that end clean but cannot run, as their original could not: the local types do not
     track shapes, so a wild program may combine tensors of different local shapes."""
+    crashes: list[str] = field(default_factory=list)
+    """Programs that end clean and raise where their original ran: a hint that gathers a value the
+    program then combines at its old local shape.  Loud, unlike a wrong gradient, but not right."""
 
 
 def judge_hints(programs: list[Program], workdir: Path, mesh: object, seed: int, judged: Judged) -> None:
@@ -95,7 +98,9 @@ def _run_clean(clean: list[tuple[Program, Path]], originals: dict[Path, Path], w
         problems = [outcome.error] if outcome.error is not None else judge(fixed, outcome, inputs)
         right[original] = not problems
         if problems:
-            judged.tally.wrong.append(f"{original.name}:\n{original.read_text()}\n" + "\n".join(problems))
+            found = (f"{original.name}, as written:\n{originals[original].read_text()}\nwith its hints applied:\n"
+                     f"{original.read_text()}\n" + "\n".join(problems))
+            (judged.crashes if outcome.error is not None else judged.tally.wrong).append(found)
     return right
 
 

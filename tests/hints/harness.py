@@ -146,27 +146,41 @@ class Whole:
     rounds: int = 0
 
 
-def fix_whole(paths: Sequence[Path], workdir: Path, rounds: int = 4) -> dict[Path, Whole]:
-    """Fix every file in place: each round applies all its edits, until every file ends."""
-    results: dict[Path, Whole] = {}
-    open_paths = [p.resolve() for p in paths]
+def _in_rounds(paths: Sequence[Path], workdir: Path, rounds: int,
+               step: Callable[[Path, list[Hinted], bool], list[Edit]]) -> None:
+    """Check the open files, round after round: ``step`` sees each file's errors (and whether this is
+    the last round) and gives the edits for another round; a file it gives none has ended."""
+    open_paths = list(paths)
     for round_number in range(rounds + 1):
         if not open_paths:
             break
         found = check(open_paths, workdir)
         still_open = []
         for path in open_paths:
-            errors = found[path]
-            whole = results.setdefault(path, Whole(errors))
-            whole.rounds = round_number
-            if not errors:
-                whole.status = Status.CLEAN
-            elif any(e.needs_choice for e in errors):
-                whole.status = Status.CHOICE
-            elif round_number < rounds and all(e.edit is not None for e in errors):
-                path.write_text(apply(path.read_text(), (e.edit for e in errors if e.edit is not None)))
+            edits = step(path, found[path], round_number == rounds)
+            if edits:
+                path.write_text(apply(path.read_text(), edits))
                 still_open.append(path)
         open_paths = still_open
+
+
+def fix_whole(paths: Sequence[Path], workdir: Path, rounds: int = 4) -> dict[Path, Whole]:
+    """Fix every file in place: each round applies all its edits, until every file ends."""
+    results: dict[Path, Whole] = {}
+
+    def step(path: Path, errors: list[Hinted], last: bool) -> list[Edit]:
+        if path in results:
+            results[path].rounds += 1
+        whole = results.setdefault(path, Whole(errors))
+        if not errors:
+            whole.status = Status.CLEAN
+        elif any(e.needs_choice for e in errors):
+            whole.status = Status.CHOICE
+        elif not last:
+            return [e.edit for e in errors if e.edit is not None]
+        return []
+
+    _in_rounds([p.resolve() for p in paths], workdir, rounds, step)
     return results
 
 
@@ -225,23 +239,16 @@ def _follow(paths: list[Path], origin: dict[Path, tuple[list[Hinted], Hinted]], 
             rounds: int) -> dict[Path, bool]:
     """Whether each copy ends with no error its original lacked (edits of new errors applied)."""
     right: dict[Path, bool] = {}
-    open_paths = paths
-    for round_number in range(rounds + 1):
-        if not open_paths:
-            break
-        found = check(open_paths, workdir)
-        still_open = []
-        for path in open_paths:
-            before, hinted = origin[path]
-            new = _new_errors(found[path], before, hinted)
-            if not new:
-                right[path] = True
-            elif round_number == rounds or any(e.edit is None for e in new):  # a choice, or no SPMD error
-                right[path] = False
-            else:
-                path.write_text(apply(path.read_text(), (e.edit for e in new if e.edit is not None)))
-                still_open.append(path)
-        open_paths = still_open
+
+    def step(path: Path, errors: list[Hinted], last: bool) -> list[Edit]:
+        before, hinted = origin[path]
+        new = _new_errors(errors, before, hinted)
+        edits = [e.edit for e in new if e.edit is not None]
+        # Ended: nothing new (right), or a new error that is a choice or no SPMD error at all.
+        right[path] = not new
+        return [] if last or len(edits) < len(new) else edits
+
+    _in_rounds(paths, workdir, rounds, step)
     return right
 
 

@@ -30,7 +30,18 @@ from mypy.plugin import (
 from mypy.plugins.default import DefaultPlugin
 from mypy.types import AnyType, TypeOfAny
 
-from spmd_mypy import backward, calls, collectives, config, errorcodes, polymorphism, report, scalars, signatures
+from spmd_mypy import (
+    autograd,
+    backward,
+    calls,
+    collectives,
+    config,
+    errorcodes,
+    polymorphism,
+    report,
+    scalars,
+    signatures,
+)
 from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, forget_source, shard_outside_tensor
 from spmd_mypy.collectives import (
     COLLECTIVES_MODULE,
@@ -285,6 +296,11 @@ class SpmdPlugin(Plugin):
     @functools.lru_cache(maxsize=None)
     def get_attribute_hook(self, fullname: str) -> Hook | None:
         return self._chained("get_attribute_hook", fullname, self._attribute_hook(fullname))
+
+    @functools.lru_cache(maxsize=None)
+    def get_class_attribute_hook(self, fullname: str) -> Hook | None:
+        ours = guarded(autograd.apply_attribute) if fullname.endswith(".apply") else None
+        return self._chained("get_class_attribute_hook", fullname, ours)
 
     def _attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Any] | None:
         if fullname.startswith(RETURN_TYPES):

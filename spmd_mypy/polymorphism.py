@@ -17,7 +17,7 @@ the extra axis, or only one argument carrying it, pass it through unchanged.
 
 from __future__ import annotations
 
-from mypy.nodes import Decorator, FuncDef
+from mypy.nodes import Decorator, FuncDef, TypeInfo
 from mypy.plugin import FunctionSigContext, MethodContext, MethodSigContext
 from mypy.typeops import bind_self
 from mypy.types import CallableType, FunctionLike, Instance, Type, get_proper_type
@@ -153,10 +153,16 @@ def _defined_in(node: object) -> str | None:
 
 def _forward_type(receiver: Instance) -> FunctionLike | None:
     """``forward`` bound to the receiver, when a subclass defines an annotated one."""
-    symbol = receiver.type.get("forward")
+    forward = own_method(receiver.type, "forward", MODULE)
+    return bind_self(forward, receiver) if forward is not None else None
+
+
+def own_method(info: TypeInfo, name: str, base: str) -> FunctionLike | None:
+    """The declared signature of method ``name`` where a subclass of ``base`` defines it (not ``base`` nor its own bases)."""
+    symbol = info.get(name)
     node = symbol.node if symbol is not None else None
     if isinstance(node, Decorator):
         node = node.func
-    if not isinstance(node, FuncDef) or node.info.fullname == MODULE or not isinstance(node.type, FunctionLike):
+    if not isinstance(node, FuncDef) or not node.info.has_base(base) or node.info.fullname == base:
         return None
-    return bind_self(node.type, receiver)
+    return node.type if isinstance(node.type, FunctionLike) else None

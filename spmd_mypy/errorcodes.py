@@ -3,7 +3,7 @@
 So ``# type: ignore[spmd-partial-mul]`` silences one rule and
 ``--disable-error-code spmd`` (or ``# type: ignore[spmd]``) all of them.
 The rule codes are the algebra's :class:`~spmd_stubs.core.Code`; the
-plugin adds three of its own.
+plugin adds four of its own.
 """
 
 from mypy.errorcodes import ErrorCode
@@ -24,4 +24,7 @@ MISSING_AXIS = ErrorCode(
 )
 INTERNAL = ErrorCode(
     "spmd-internal", "The checker failed on this expression; please report it", "SPMD", sub_code_of=SPMD
+)
+AUTOGRAD = ErrorCode(
+    "spmd-autograd", "An autograd Function's backward is not the dual of its forward", "SPMD", sub_code_of=SPMD
 )

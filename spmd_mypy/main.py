@@ -297,6 +297,11 @@ class SpmdPlugin(Plugin):
     def get_attribute_hook(self, fullname: str) -> Hook | None:
         return self._chained("get_attribute_hook", fullname, self._attribute_hook(fullname))
 
+    def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
+        if fullname != autograd.FUNCTION:
+            return None
+        return guarded(autograd.after_signatures(guarded(autograd.check_backward)))
+
     @functools.lru_cache(maxsize=None)
     def get_class_attribute_hook(self, fullname: str) -> Hook | None:
         ours = guarded(autograd.apply_attribute) if fullname.endswith(".apply") else None

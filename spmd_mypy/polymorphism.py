@@ -159,10 +159,14 @@ def _forward_type(receiver: Instance) -> FunctionLike | None:
 
 def own_method(info: TypeInfo, name: str, base: str) -> FunctionLike | None:
     """The declared signature of method ``name`` where a subclass of ``base`` defines it (not ``base`` nor its own bases)."""
-    symbol = info.get(name)
-    node = symbol.node if symbol is not None else None
+    # The class that defines it, from the MRO: a method's own ``info`` is not
+    # set yet while the semantic analyser runs class hooks.
+    defining = next((cls for cls in info.mro if name in cls.names), None)
+    if defining is None or not defining.has_base(base) or defining.fullname == base:
+        return None
+    node = defining.names[name].node
     if isinstance(node, Decorator):
         node = node.func
-    if not isinstance(node, FuncDef) or not node.info.has_base(base) or node.info.fullname == base:
+    if not isinstance(node, FuncDef):
         return None
     return node.type if isinstance(node.type, FunctionLike) else None

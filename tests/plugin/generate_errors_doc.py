@@ -47,7 +47,10 @@ def summary(path: Path) -> str:
 
 
 def codes() -> list[str]:
-    return [c.code for c in (*errorcodes.BY_RULE.values(), errorcodes.UNMODELLED, errorcodes.MISSING_AXIS)]
+    return [
+        c.code
+        for c in (*errorcodes.BY_RULE.values(), errorcodes.UNMODELLED, errorcodes.MISSING_AXIS, errorcodes.AUTOGRAD)
+    ]
 
 
 def render() -> str:

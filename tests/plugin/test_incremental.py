@@ -80,6 +80,36 @@ def test_cache_round_trip(project: Path) -> None:
     assert second == first
 
 
+FUNCTION_MODULE = """\
+from typing import Any
+
+import torch
+
+from spmd_stubs import I, R, Tensor, convert
+from spmd_stubs.axes import tp
+
+
+class Copy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor[I@tp]) -> Tensor[R@tp]:
+        return convert(x, tp, src=I, dst=R)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor[R@tp]) -> Tensor[I@tp]:
+        return convert(g, tp, src=R, dst=I, expert_mode=True)
+"""
+
+
+def test_backward_contract_reported_once_from_the_cache(project: Path) -> None:
+    """The semantic-analysis-time ``spmd-autograd`` error of a fresh (cached) module is replayed, once."""
+    (project / "incremental_fn.py").write_text(FUNCTION_MODULE)
+    files = [project / "incremental_fn.py", project / "incremental_b.py"]
+    for _ in range(2):
+        output = run_mypy(files, project / "mypy.ini", project / "cache", project)
+        assert output.count("[spmd-autograd]") == 1, output
+        (project / "incremental_b.py").write_text(MODULE_B + "\n# edited\n")
+
+
 def _dmypy(project: Path, *args: str) -> str:
     command = [sys.executable, "-m", "mypy.dmypy", "--status-file", str(project / ".dmypy.json"), *args]
     done = subprocess.run(command, capture_output=True, text=True, cwd=project, timeout=300)

@@ -3,7 +3,7 @@ from typing import Any
 
 import torch
 
-from spmd_stubs import I, P, R, S, Tensor, V, all_gather, all_reduce, convert
+from spmd_stubs import I, P, R, S, Tensor, V, all_gather, all_reduce, convert, reinterpret
 from spmd_stubs.axes import dp, tp
 
 
@@ -20,15 +20,15 @@ class _CopyToModelParallelRegion(torch.autograd.Function):
 
 
 class _ReduceFromModelParallelRegion(torch.autograd.Function):
-    """All-reduce forward, identity backward."""
+    """All-reduce forward, identity backward: the gradient of a P input is R (reinterpret(I, R) moves no data)."""
 
     @staticmethod
     def forward(ctx: Any, input_: Tensor[P@tp]) -> Tensor[I@tp]:
         return all_reduce(input_, tp, src=P, dst=I)
 
     @staticmethod
-    def backward(ctx: Any, grad_output: Tensor[I@tp]) -> Tensor[I@tp]:
-        return grad_output
+    def backward(ctx: Any, grad_output: Tensor[I@tp]) -> Tensor[R@tp]:
+        return reinterpret(grad_output, tp, src=I, dst=R)
 
 
 class _ScatterToModelParallelRegion(torch.autograd.Function):

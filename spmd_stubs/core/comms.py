@@ -177,6 +177,7 @@ def route(src: AxisType, dst: AxisType, axis: str = "axis") -> Step | None:
             axis,
             f"redistribute(src={src}, dst={dst}) on axis {axis} has no single operation that keeps "
             f"the value. Fix: {two_steps}.",
+            Fix(Target.CALL, _two_step_template(src, dst, axis)),
         )
     if src == dst or (src.kind is dst.kind and src.kind is not V):
         return None
@@ -194,6 +195,13 @@ def _through_replicate(src: AxisType, dst: AxisType) -> Step | None:
     if _non_sum(dst) and src.kind is not R and src.kind is not P:
         return Step(_ROUTE[(src.kind, R)], src, Replicate)
     return None
+
+
+def _two_step_template(src: AxisType, dst: AxisType, axis: str) -> str:
+    """The two steps through R as one rewrite of the value ``{x}`` (only where they are needed)."""
+    via = _through_replicate(src, dst)
+    assert via is not None
+    return f"convert({via.call(axis, '{x}')}, {axis}, src=R, dst={dst})"
 
 
 def _two_steps(src: AxisType, dst: AxisType, axis: str) -> str:
@@ -241,9 +249,8 @@ def instead_template(src: AxisType, dst: AxisType, axis: str) -> str | None:
     it names a choice (V and S(i) mixed: which form the collective should take)."""
     if _non_sum(dst) and src.kind is V:
         return f"reinterpret({{x}}, {axis}, src={src}, dst={dst})"
-    via = _through_replicate(src, dst)
-    if via is not None:
-        return f"convert({via.call(axis, '{x}')}, {axis}, src=R, dst={dst})"
+    if _through_replicate(src, dst) is not None:
+        return _two_step_template(src, dst, axis)
     step = route(src, dst, axis)
     if step is None:
         return None if src != dst else "{x}"

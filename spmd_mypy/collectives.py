@@ -1,4 +1,4 @@
-"""Typed collectives, casts, Megatron helpers, ``assert_type``, and raw torch.distributed calls.
+"""Typed collectives, casts, Megatron helpers and ``assert_type``.
 
 A typed call's result is its input's type with ``dst`` on each named axis
 (a tuple of axes names each of them: one collective on the flattened group)
@@ -40,7 +40,7 @@ from spmd_mypy.annotations import (
     tensor_type_of,
 )
 from spmd_mypy.global_mode import boundaries, regions
-from spmd_mypy.representation import has_spmd, result_type, retype, spmd_members, unknown_tensor, updated_members
+from spmd_mypy.representation import result_type, retype, unknown_tensor, updated_members
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Code, Partial, SpmdTypeError, TensorType, planner, sharding
 from spmd_stubs.core.megatron_table import HELPERS, Helper
@@ -80,27 +80,6 @@ MEGATRON: dict[str, Fixed] = {name: _fixed(helper) for name, helper in HELPERS.i
 
 TYPED_OPS = frozenset({*core.COLLECTIVES, *core.CASTS, "redistribute"})
 
-UNTYPED: dict[str, str] = {
-    "all_reduce": "all_reduce",
-    "all_gather": "all_gather",
-    "all_gather_into_tensor": "all_gather",
-    "all_gather_single": "all_gather",
-    "_all_gather_base": "all_gather",
-    "all_gather_tensor": "all_gather",
-    "reduce_scatter": "reduce_scatter",
-    "reduce_scatter_tensor": "reduce_scatter",
-    "reduce_scatter_single": "reduce_scatter",
-    "_reduce_scatter_base": "reduce_scatter",
-    "all_to_all": "all_to_all",
-    "all_to_all_single": "all_to_all",
-    "broadcast": "redistribute",
-    "reduce": "redistribute",
-    "scatter": "redistribute",
-    "gather": "redistribute",
-}
-"""Raw torch.distributed collectives -> the typed operation to use instead."""
-UNTYPED_MODULES = ("torch.distributed.distributed_c10d.", "torch.distributed._functional_collectives.")
-
 
 @dataclass(frozen=True)
 class Request:
@@ -119,7 +98,7 @@ class Request:
 # --------------------------------------------------------------------------
 
 
-def _arguments(ctx: FunctionContext) -> dict[str, tuple[Expression, Type]]:
+def arguments(ctx: FunctionContext) -> dict[str, tuple[Expression, Type]]:
     return {
         name: (exprs[0], types[0])
         for name, exprs, types in zip(ctx.callee_arg_names, ctx.args, ctx.arg_types)
@@ -200,7 +179,7 @@ def collective_hook(op: str) -> Callable[[FunctionContext], Type]:
     def hook(ctx: FunctionContext) -> Type:
         if op == "redistribute" and "axis" not in ctx.callee_arg_names:
             return redistribute_specs(ctx)
-        args = _arguments(ctx)
+        args = arguments(ctx)
         try:
             return _typed(ctx, _request(op, args))
         except AnnotationError as error:
@@ -230,7 +209,7 @@ def megatron_hook(helper: Fixed) -> Callable[[FunctionContext], Type]:
     """A Megatron mapping helper: its fixed typed operation on its input tensor."""
 
     def hook(ctx: FunctionContext) -> Type:
-        args = _arguments(ctx)
+        args = arguments(ctx)
         if "input_" not in args:
             return ctx.default_return_type
         dst = helper.dst
@@ -254,7 +233,7 @@ def megatron_signature(ctx: FunctionSigContext) -> FunctionLike:
 
 
 # --------------------------------------------------------------------------
-# assert_type and raw collectives
+# assert_type
 # --------------------------------------------------------------------------
 
 
@@ -336,50 +315,6 @@ def annotation_entries(expr: Expression, taker: str) -> list[tuple[str, AxisType
     if axes is None or axis_type is None:
         raise AnnotationError(usage)
     return shard_group(axis_type, list(axes), f"{axis_type}@({', '.join(axes)})")
-
-
-_INPUT_NAMES = ("input_tensor", "input", "tensor", "input_list")
-"""The parameter a raw collective reads (its output buffer, where it has one, comes first)."""
-
-
-def untyped_collective_hook(name: str) -> Callable[[FunctionContext], Type]:
-    """A raw torch.distributed collective on a typed tensor: the checker loses track."""
-    typed_op = UNTYPED[name]
-
-    def hook(ctx: FunctionContext) -> Type:
-        given = {n: types for n, types in zip(ctx.callee_arg_names, ctx.arg_types) if types}
-        every = [t for types in ctx.arg_types for t in types]
-        read = next((given[n] for n in _INPUT_NAMES if n in given), every)
-        typed = [t for t in read if has_spmd(t)] or [t for t in every if has_spmd(t)]
-        if not typed:
-            return ctx.default_return_type
-        tensor_type = next(m for m in spmd_members(typed[0]) if m is not None)
-        axis, current = tensor_type.axes[0]
-        report.fail(
-            ctx.api,
-            ctx.context,
-            f"torch.distributed {name} on a typed tensor (Tensor[{tensor_type}]) changes values the "
-            f"checker cannot see: the tensor's SPMD type on axis {axis} (and its gradient) would be "
-            f"wrong afterwards. Fix: {_typed_form(typed_op, current, axis)}.",
-            errorcodes.BY_RULE[Code.UNTYPED_COLLECTIVE],
-        )
-        return ctx.default_return_type
-
-    return hook
-
-
-def _typed_form(op: str, current: AxisType, axis: str) -> str:
-    """The typed collective that does what the raw one does to a ``current`` input, as a valid call."""
-    dsts = [str(AxisType(dst)) for row_op, src, dst, gated in core.transitions()
-            if row_op == op and src is current.kind and not gated]
-    if dsts:
-        return f"use the typed spmd_stubs.{op}(x, {axis}, src={current}, dst={' or '.join(dict.fromkeys(dsts))})"
-    return (
-        f"x is {current.on(axis)}: the same on every rank of {axis}, so a raw {op} would combine copies "
-        f"(an all_reduce multiplies by the axis size). Drop it, or if each rank holds only a part, type x "
-        f"so where it is made (P@{axis} for parts of a sum, V@{axis} for per-rank values) and use "
-        f"spmd_stubs.{op}"
-    )
 
 
 # --------------------------------------------------------------------------

@@ -13,19 +13,58 @@ Keys:
 ``show_fixes`` (default false)
     Follow every SPMD diagnostic with a note that carries its fix as an edit
     a tool can apply (:mod:`spmd_mypy.fixes`), or says that it needs a choice.
+``groups`` (default none)
+    Which process-group expressions mean which mesh axis, each ``name: axis``:
+    a function's full name (its call's result is the group) or ``*.attr``
+    (any attribute of that name).  A TOML table in pyproject.toml, comma- or
+    newline-separated pairs in mypy.ini / setup.cfg.  Read by the plugin
+    (:mod:`spmd_mypy.groups`) and by ``spmd-migrate``.
+
+This module imports nothing from mypy: ``spmd-migrate`` reads the same settings.
 """
 
 from __future__ import annotations
 
 import configparser
 import os
+import re
 import tomllib
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 SECTION = "spmd_mypy"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+_FLAGS = ("strict", "allow_redefinition", "show_fixes")
+
+
+class ConfigError(ValueError):
+    """A setting with a value the checker cannot use; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class GroupDeclarations:
+    """``groups``: process-group names -> the mesh axis each means.
+
+    ``functions`` holds full names of functions whose call returns the group,
+    ``attributes`` the attribute names declared as ``*.attr``.
+    """
+
+    functions: tuple[tuple[str, str], ...] = ()
+    attributes: tuple[tuple[str, str], ...] = ()
+
+    def of_function(self, fullname: str) -> str | None:
+        """The axis of the group ``fullname()`` returns, if declared."""
+        return dict(self.functions).get(fullname)
+
+    def of_attribute(self, name: str) -> str | None:
+        """The axis of the group any ``<expr>.name`` holds, if declared."""
+        return dict(self.attributes).get(name)
+
+    def as_dict(self) -> dict[str, str]:
+        """The declaration as written (``*.attr`` keys for attributes), in JSON's types (mypy's cache)."""
+        return {**dict(self.functions), **{f"*.{name}": axis for name, axis in self.attributes}}
 
 
 @dataclass(frozen=True)
@@ -33,15 +72,37 @@ class Config:
     strict: bool = False
     allow_redefinition: bool = True
     show_fixes: bool = False
+    groups: GroupDeclarations = GroupDeclarations()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "groups": self.groups.as_dict()}
 
 
 def load(config_file: str | None) -> Config:
-    """Read the settings from mypy's config file (defaults where absent)."""
+    """Read the settings from mypy's config file (defaults where absent); :class:`ConfigError` if one is bad."""
     section = _section(config_file, SECTION)
-    return Config(**{key: _flag(key, section[key]) for key in Config.__dataclass_fields__ if key in section})
+    flags = {key: _flag(key, section[key]) for key in _FLAGS if key in section}
+    return Config(**flags, groups=parse_groups(section.get("groups", {})))
+
+
+_CONFIG_NAMES = ("mypy.ini", ".mypy.ini", "pyproject.toml", "setup.cfg")
+"""The files mypy reads its settings from, in its order of preference."""
+
+
+def find_config_file(start: Path) -> str | None:
+    """The config file mypy would read when run in ``start``, without ``--config-file``.
+
+    mypy looks in the directory and then its parents, up to the repository
+    root; pyproject.toml and setup.cfg count only where they configure mypy.
+    """
+    for directory in (start.resolve(), *start.resolve().parents):
+        for name in _CONFIG_NAMES:
+            candidate = directory / name
+            if candidate.is_file() and (name.endswith("ini") or _configures_mypy(candidate)):
+                return str(candidate)
+        if (directory / ".git").exists():
+            return None
+    return None
 
 
 def _section(config_file: str | None, name: str) -> dict[str, Any]:
@@ -55,6 +116,16 @@ def _section(config_file: str | None, name: str) -> dict[str, Any]:
     parser = configparser.ConfigParser()
     parser.read(config_file)
     return dict(parser[name]) if parser.has_section(name) else {}
+
+
+def _configures_mypy(path: Path) -> bool:
+    """pyproject.toml with ``[tool.mypy]``, setup.cfg with ``[mypy]``."""
+    if path.suffix == ".toml":
+        with open(path, "rb") as handle:
+            return "mypy" in tomllib.load(handle).get("tool", {})
+    parser = configparser.ConfigParser()
+    parser.read(path)
+    return parser.has_section("mypy")
 
 
 REDEFINITION_KEYS = ("allow_redefinition", "allow_redefinition_old", "allow_redefinition_new")
@@ -75,4 +146,45 @@ def _flag(key: str, value: object) -> bool:
     text = str(value).strip().lower()
     if text in _TRUE or text in _FALSE:
         return text in _TRUE
-    raise ValueError(f"[{SECTION}] {key} must be true or false, got {value!r}")
+    raise ConfigError(f"[{SECTION}] {key} must be true or false, got {value!r}")
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_GROUPS_USAGE = (
+    "write each entry as NAME: AXIS, where NAME is a function's full name "
+    "(megatron.core.parallel_state.get_tensor_model_parallel_group) or *.ATTRIBUTE (*.tp_group) "
+    "and AXIS a mesh axis name (tp)"
+)
+
+
+def parse_groups(value: object) -> GroupDeclarations:
+    """``groups`` as written: a TOML table, or ``name: axis`` pairs separated by commas or newlines."""
+    pairs = value.items() if isinstance(value, dict) else _pairs(value)
+    functions, attributes = [], []
+    for name, axis in pairs:
+        name = name.strip()
+        if not isinstance(axis, str) or not axis.strip().isidentifier():
+            raise ConfigError(f"[{SECTION}] groups: the axis of {name!r} must be a mesh axis name, got {axis!r}; "
+                              f"{_GROUPS_USAGE}")
+        attribute = name.removeprefix("*.")
+        if name != attribute and attribute.isidentifier():
+            attributes.append((attribute, axis.strip()))
+        elif _DOTTED.fullmatch(name):
+            functions.append((name, axis.strip()))
+        else:
+            raise ConfigError(f"[{SECTION}] groups: {name!r} is not a function's full name or *.ATTRIBUTE; "
+                              f"{_GROUPS_USAGE}")
+    return GroupDeclarations(tuple(functions), tuple(attributes))
+
+
+def _pairs(value: object) -> list[tuple[str, str]]:
+    """``a.f: tp, *.g: dp`` (or one pair per line) -> ``[("a.f", "tp"), ("*.g", "dp")]``."""
+    if not isinstance(value, str):
+        raise ConfigError(f"[{SECTION}] groups must be a table of NAME = AXIS, got {value!r}; {_GROUPS_USAGE}")
+    pairs = []
+    for entry in filter(None, (part.strip() for part in re.split(r"[,\n]", value))):
+        name, colon, axis = entry.rpartition(":")
+        if not colon:
+            raise ConfigError(f"[{SECTION}] groups: {entry!r} has no axis; {_GROUPS_USAGE}")
+        pairs.append((name.strip(), axis))
+    return pairs

@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from mypy.errors import CompileError
 from mypy.nodes import MypyFile
 from mypy.options import Options
 from mypy.plugin import (
@@ -38,6 +39,7 @@ from spmd_mypy import (
     config,
     errorcodes,
     polymorphism,
+    raw_collectives,
     report,
     scalars,
     signatures,
@@ -50,11 +52,10 @@ from spmd_mypy.collectives import (
     MEGATRON,
     MEGATRON_MODULE,
     TYPED_OPS,
-    UNTYPED,
-    UNTYPED_MODULES,
 )
 from spmd_mypy.global_mode import boundaries, refine, regions
 from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, RETURN_TYPES
+from spmd_mypy.raw_collectives import UNTYPED, UNTYPED_MODULES
 from spmd_mypy.representation import TENSOR, add_hidden_parameter
 from spmd_stubs import core
 from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES
@@ -157,6 +158,15 @@ def _may_allow_redefinition(options: Options) -> bool:
     )
 
 
+def _load_config(options: Options) -> config.Config:
+    """The ``[spmd_mypy]`` settings; a bad one stops mypy with a message naming it, the way mypy
+    reports its own bad settings (a CompileError), not as a crash."""
+    try:
+        return config.load(options.config_file)
+    except config.ConfigError as error:
+        raise CompileError([f"{options.config_file}: error: {error}"]) from None
+
+
 Hook = Callable[[Any], Any]
 
 
@@ -180,7 +190,7 @@ class SpmdPlugin(Plugin):
 
     def __init__(self, options: Options) -> None:
         super().__init__(options)
-        self.config = config.load(options.config_file)
+        self.config = _load_config(options)
         report.show_fixes(self.config.show_fixes)
         if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
@@ -247,7 +257,7 @@ class SpmdPlugin(Plugin):
         if fullname in _AUTOGRAD:
             return guarded(backward.autograd_hook(*_AUTOGRAD[fullname]))
         if module in UNTYPED_MODULES and name in UNTYPED:
-            return guarded(collectives.untyped_collective_hook(name))
+            return guarded(raw_collectives.untyped_collective_hook(name, self.config.groups))
         if module in FUNCTION_MODULES:
             return guarded(calls.function_hook(name, self.config))
         return None

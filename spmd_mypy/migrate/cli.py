@@ -1,7 +1,7 @@
 """The ``spmd-migrate`` command line.
 
     spmd-migrate [--diff | --in-place | --output-dir DIR] [--overlay FILE ...]
-                 [--replicated-dst R|I] PATH ...
+                 [--replicated-dst R|I] [--config-file FILE] PATH ...
 
 PATHs are files or directories (searched for ``*.py``).  Without a mode the
 command only prints a diff: nothing is written unless asked.  With
@@ -11,6 +11,9 @@ own name, so ``spmd-migrate --output-dir out site-packages/fairscale`` writes
 touched.  Module names (for relative imports and overlays) come from the
 path below a ``--root`` (needed for namespace packages such as
 ``megatron``), else from the ``__init__.py`` files around each original.
+The mesh axis of a ``group=`` comes from the checker's ``[spmd_mypy] groups``
+declaration in ``--config-file``, or in the config file mypy would find
+from the current directory; the codemod's name guesses fill in the rest.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from spmd_mypy import config
 from spmd_mypy.migrate.engine import migrate_source
 from spmd_mypy.migrate.names import module_of_path
 from spmd_mypy.migrate.overlay import ModuleOverlay, OverlayError, apply_overlay, load_overlays
@@ -69,7 +73,8 @@ def _copy_tree(paths: Sequence[Path], output_dir: Path) -> None:
 
 
 def _transform(
-    job: Job, overlays: dict[str, ModuleOverlay], replicated_dst: str | None, roots: Sequence[Path]
+    job: Job, overlays: dict[str, ModuleOverlay], replicated_dst: str | None, roots: Sequence[Path],
+    groups: config.GroupDeclarations,
 ) -> tuple[str, str, Report]:
     original = job.source.read_text()
     module = module_of_path(job.source, roots)
@@ -77,8 +82,16 @@ def _transform(
     if module in overlays:
         code = apply_overlay(code, module, overlays[module])
     result = migrate_source(code, module, is_package=job.source.name == "__init__.py",
-                            replicated_dst=replicated_dst)
+                            replicated_dst=replicated_dst, groups=groups)
     return original, result.code, result.report
+
+
+def _group_declarations(config_file: Path | None) -> config.GroupDeclarations:
+    """``[spmd_mypy] groups`` of the config file given, else of the one mypy would read here."""
+    if config_file is not None and not config_file.is_file():
+        raise config.ConfigError(f"no such config file: {config_file}")
+    found = str(config_file) if config_file is not None else config.find_config_file(Path.cwd())
+    return config.load(found).groups
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--root", type=Path, action="append", default=[],
                         help="a directory imports start from (like site-packages); needed to name "
                         "modules of namespace packages such as megatron (repeatable)")
+    parser.add_argument("--config-file", type=Path,
+                        help="the mypy config file whose [spmd_mypy] groups name the axes of process groups "
+                        "(default: the one mypy would find from the current directory)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
     return parser
 
@@ -111,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         overlays = load_overlays(args.overlay)
-    except OverlayError as err:
+        groups = _group_declarations(args.config_file)
+    except (OverlayError, config.ConfigError) as err:
         print(f"spmd-migrate: {err}", file=sys.stderr)
         return 2
     if args.output_dir is not None:
@@ -120,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     changed_files = 0
     for job in _jobs(args.paths, args.output_dir):
         try:
-            original, code, report = _transform(job, overlays, args.replicated_dst, args.root)
+            original, code, report = _transform(job, overlays, args.replicated_dst, args.root, groups)
         except OverlayError as err:
             print(f"spmd-migrate: {err}", file=sys.stderr)
             return 2

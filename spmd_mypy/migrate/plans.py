@@ -8,7 +8,7 @@ write by hand where the codemod stops.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Callable, Union
 
 import libcst as cst
 
@@ -16,7 +16,11 @@ from spmd_mypy.migrate import calls
 from spmd_mypy.migrate.raw import RawCollective, axis_of_group
 from spmd_stubs.core.megatron_table import Helper, Role
 
-__all__ = ["Rewrite", "Todo", "Plan", "RawSite", "group_axis", "plan_helper", "plan_raw"]
+__all__ = ["Rewrite", "Todo", "Plan", "RawSite", "GroupAxis", "group_axis", "plan_helper", "plan_raw"]
+
+GroupAxis = Callable[[cst.BaseExpression], Union[str, None]]
+"""The mesh axis a ``group=`` expression names, if any (the transformer's, which reads the user's
+``[spmd_mypy] groups`` declaration before :func:`group_axis`'s guesses)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ def _rewrite(original: cst.Call, op: str, x: cst.BaseExpression, axis: str, src:
 # --------------------------------------------------------------------------
 
 
-def plan_helper(name: str, helper: Helper, call: cst.Call) -> Plan:
+def plan_helper(name: str, helper: Helper, call: cst.Call, axis_of: GroupAxis) -> Plan:
     """A mapping helper call -> its typed call, or a TODO naming the argument in the way."""
     by_hand = f"rewrite by hand as spmd.{helper.typed}"
     bound = calls.bind(call.args, helper.param_names())
@@ -65,7 +69,7 @@ def plan_helper(name: str, helper: Helper, call: cst.Call) -> Plan:
             continue
         value = arg.value
         if role is Role.GROUP and not calls.is_none(value):
-            named = group_axis(value)
+            named = axis_of(value)
             if named is None:
                 return Todo(f"which mesh axis is group={calls.source(value)}? {by_hand} with that "
                             f"axis (a flattened group is a tuple such as (tp, ep)) and "
@@ -120,7 +124,7 @@ def _reduce_op(arg: cst.Arg | None) -> str | None:
     return _SUM_OPS.get(name or "")
 
 
-def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite) -> Plan:
+def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite, axis_of: GroupAxis) -> Plan:
     """A raw collective -> ``target = spmd.<op>(...)``, or a TODO saying which choice is open."""
     short = name.rpartition(".")[2]
     bound = calls.bind(call.args, raw.params)
@@ -129,7 +133,7 @@ def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite) -> Pl
     if raw.tensor not in bound or raw.target not in bound:
         return Todo(f"{short} is called without its tensors; rewrite it as a typed spmd.{raw.op}")
     group = bound.get("group")
-    axis = group_axis(group.value) if group is not None else None
+    axis = axis_of(group.value) if group is not None else None
     x = bound[raw.tensor].value
     target = bound[raw.target].value
     reduction = _reduce_op(bound.get("op"))
@@ -153,15 +157,41 @@ def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite) -> Pl
 
 
 def group_axis(group: cst.BaseExpression) -> str | None:
-    """The mesh axis a ``group=`` expression names: ``self.tp_group``, ``get_..._group()``.
+    """The mesh axis a ``group=`` expression names by its spelling: ``self.tp_group``, ``get_..._group()``.
 
-    A getter called with arguments is not trusted: Megatron's
-    ``get_data_parallel_group(with_context_parallel=True)`` is the flattened
-    (dp, cp) group, which no single name reveals.
+    ``mesh.get_group("tp")``, ``mesh["tp"].get_group()`` and
+    ``spmd.group_of(tp)`` name it for certain; other names are guesses
+    (:func:`.raw.axis_of_group`).  A getter called with arguments is not
+    trusted: Megatron's ``get_data_parallel_group(with_context_parallel=True)``
+    is the flattened (dp, cp) group, which no single name reveals.
     """
-    if isinstance(group, cst.Call):
-        return axis_of_group(calls.source(group.func)) if not group.args else None
-    return axis_of_group(calls.source(group))
+    if not isinstance(group, cst.Call):
+        return axis_of_group(calls.source(group))
+    looked_up = _mesh_or_spmd_lookup(group)
+    if looked_up is not None or group.args:
+        return looked_up
+    return axis_of_group(calls.source(group.func))
+
+
+def _mesh_or_spmd_lookup(call: cst.Call) -> str | None:
+    """``group_of(tp)``, ``mesh.get_group("tp")`` / ``(mesh_dim="tp")``, ``mesh["tp"].get_group()``."""
+    func, args = call.func, call.args
+    called = calls.source(func).rpartition(".")[2]
+    if called == "group_of" and len(args) == 1 and isinstance(args[0].value, cst.Name):
+        return args[0].value.value
+    if called != "get_group" or not isinstance(func, cst.Attribute):
+        return None
+    if not args:
+        receiver = func.value
+        index = receiver.slice[0].slice if isinstance(receiver, cst.Subscript) and len(receiver.slice) == 1 else None
+        return _string(index.value) if isinstance(index, cst.Index) else None
+    by_mesh_dim = len(args) == 1 and (args[0].keyword is None or args[0].keyword.value == "mesh_dim")
+    return _string(args[0].value) if by_mesh_dim else None
+
+
+def _string(expr: cst.BaseExpression) -> str | None:
+    value = expr.evaluated_value if isinstance(expr, cst.SimpleString) else None
+    return value if isinstance(value, str) else None
 
 
 def _blocker(short: str, bound: dict[str, cst.Arg], target: cst.BaseExpression, axis: str | None,

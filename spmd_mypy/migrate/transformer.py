@@ -18,6 +18,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedName, QualifiedNameProvider, ScopeProvider
 from libcst.metadata.scope_provider import ImportAssignment
 
+from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.migrate import plans
 from spmd_mypy.migrate.names import absolute
 from spmd_mypy.migrate.raw import LIST_COLLECTIVES, RAW_COLLECTIVES
@@ -77,9 +78,11 @@ class MigrateCommand(VisitorBasedCodemodCommand):
     DESCRIPTION = "Rewrite Megatron/fairscale mapping helpers and torch.distributed collectives to spmd_stubs."
     METADATA_DEPENDENCIES = (QualifiedNameProvider, ScopeProvider, PositionProvider)
 
-    def __init__(self, context: CodemodContext, replicated_dst: str | None = None) -> None:
+    def __init__(self, context: CodemodContext, replicated_dst: str | None = None,
+                 groups: GroupDeclarations = GroupDeclarations()) -> None:
         super().__init__(context)
         self.replicated_dst = replicated_dst
+        self.groups = groups
         self.report = Report()
         self._plans: dict[cst.Call, plans.Plan] = {}
         self._statement_calls: set[cst.Call] = set()
@@ -133,7 +136,7 @@ class MigrateCommand(VisitorBasedCodemodCommand):
         for name, relative in self._qualified(node.func):
             helper = helper_for(name, relative)
             if helper is not None:
-                return plans.plan_helper(helper[0], helper[1], node)
+                return plans.plan_helper(helper[0], helper[1], node, self._group_axis)
             if name in RAW_COLLECTIVES or name in LIST_COLLECTIVES:
                 return self._plan_raw(name, node)
         return None
@@ -151,7 +154,21 @@ class MigrateCommand(VisitorBasedCodemodCommand):
             parameters=self._parameters[-1] if self._parameters else frozenset(),
             replicated_dst=self.replicated_dst,
         )
-        return plans.plan_raw(name, RAW_COLLECTIVES[name], node, site)
+        return plans.plan_raw(name, RAW_COLLECTIVES[name], node, site, self._group_axis)
+
+    def _group_axis(self, group: cst.BaseExpression) -> str | None:
+        """The axis ``[spmd_mypy] groups`` declares for ``group``, else :func:`plans.group_axis`'s."""
+        declared = self._declared_axis(group)
+        return declared if declared is not None else plans.group_axis(group)
+
+    def _declared_axis(self, group: cst.BaseExpression) -> str | None:
+        """A declared ``*.attr`` for an attribute, a declared function's full name for a call of it."""
+        if isinstance(group, cst.Attribute):
+            return self.groups.of_attribute(group.attr.value)
+        if not isinstance(group, cst.Call):
+            return None
+        declared = (self.groups.of_function(name) for name, _ in self._qualified(group.func))
+        return next((axis for axis in declared if axis is not None), None)
 
     def _unshadowed(self, node: cst.Call, plan: plans.Plan) -> plans.Plan:
         """A rewrite whose short names (``tp``, ``R``, ``spmd``) mean something else here becomes a TODO."""

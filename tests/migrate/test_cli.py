@@ -73,3 +73,28 @@ def test_python_dash_m_runs_the_same_command(tree: Path) -> None:
     assert done.returncode == 0
     assert "+    y = spmd.all_reduce(x, tp, src=P, dst=I)  # reduce" in done.stdout
     assert "1 calls rewritten" in done.stderr
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("mypy.ini", "[mypy]\n[spmd_mypy]\ngroups = *.tp_group: shard\n"),
+    ("pyproject.toml", '[tool.mypy]\n[tool.spmd_mypy.groups]\n"*.tp_group" = "shard"\n'),
+])
+def test_the_checkers_group_declaration_names_the_axis(tree: Path, tmp_path: Path, name: str, text: str,
+                                                      monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """From --config-file, or from the config file mypy would find in the current directory."""
+    layer = tree / "pkg" / "layer.py"
+    layer.write_text(SOURCE.replace("group=tp_group", "group=self.tp_group"))
+    config = tmp_path / name
+    config.write_text(text)
+    assert main(["--replicated-dst", "R", "--config-file", str(config), str(layer)]) == 0
+    assert "+    buf = spmd.all_reduce(buf, shard, src=P, dst=R, group=self.tp_group)\n" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)
+    assert main(["--replicated-dst", "R", str(layer)]) == 0
+    assert "+    buf = spmd.all_reduce(buf, shard, src=P, dst=R, group=self.tp_group)\n" in capsys.readouterr().out
+
+
+def test_a_bad_group_declaration_is_an_error(tree: Path, tmp_path: Path, capsys) -> None:
+    config = tmp_path / "mypy.ini"
+    config.write_text("[spmd_mypy]\ngroups = *.tp_group\n")
+    assert main(["--config-file", str(config), str(tree)]) == 2
+    assert "spmd-migrate: [spmd_mypy] groups: '*.tp_group' has no axis" in capsys.readouterr().err

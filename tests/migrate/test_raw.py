@@ -4,6 +4,7 @@ import textwrap
 
 import pytest
 
+from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.migrate import migrate_source
 
 HEADER = "import torch\nimport torch.distributed as dist\n\n\ndef f(x, g):\n"
@@ -125,5 +126,33 @@ def test_collectives_inside_autograd_functions_are_left_alone() -> None:
     ("pp_group", "pp"),
 ])
 def test_the_axis_is_read_from_the_group(group: str, axis: str) -> None:
+    result = migrate(f"buf = x * 2\ndist.reduce_scatter_tensor(out, buf, group={group})\n")
+    assert f"out = spmd.reduce_scatter(buf, {axis}, src=P, dst=S(0), group={group})" in result.code
+
+
+DECLARED = GroupDeclarations(functions=(("pkg.mpu.get_shard_group", "tp"),), attributes=(("dp_group", "fsdp"),))
+
+
+@pytest.mark.parametrize("group, axis", [
+    ("mpu.get_shard_group()", "tp"),
+    ("shard_group()", "tp"),
+    ("self.dp_group", "fsdp"),
+    ("ep_group", "ep"),
+])
+def test_a_declared_group_names_the_axis_before_any_guess(group: str, axis: str) -> None:
+    """``[spmd_mypy] groups`` first (a function by its full name, ``*.attr``), the name guesses after."""
+    code = ("import torch.distributed as dist\nfrom pkg import mpu\nfrom pkg.mpu import get_shard_group as shard_group\n"
+            f"\n\ndef f(self, x):\n    buf = x * 2\n    dist.reduce_scatter_tensor(out, buf, group={group})\n")
+    result = migrate_source(code, "pkg.mod", groups=DECLARED)
+    assert f"out = spmd.reduce_scatter(buf, {axis}, src=P, dst=S(0), group={group})" in result.code
+
+
+@pytest.mark.parametrize("group, axis", [
+    ('mesh.get_group("tp")', "tp"),
+    ('mesh.get_group(mesh_dim="dp")', "dp"),
+    ('mesh["ep"].get_group()', "ep"),
+    ("spmd.group_of(cp)", "cp"),
+])
+def test_a_mesh_lookup_by_name_names_the_axis(group: str, axis: str) -> None:
     result = migrate(f"buf = x * 2\ndist.reduce_scatter_tensor(out, buf, group={group})\n")
     assert f"out = spmd.reduce_scatter(buf, {axis}, src=P, dst=S(0), group={group})" in result.code

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -39,6 +40,66 @@ def test_config_rejects_non_booleans(tmp_path: Path) -> None:
     (tmp_path / "mypy.ini").write_text("[spmd_mypy]\nstrict = sometimes\n")
     with pytest.raises(ValueError, match="strict must be true or false"):
         config.load(str(tmp_path / "mypy.ini"))
+
+
+TP_GETTER = "megatron.core.parallel_state.get_tensor_model_parallel_group"
+DECLARED = config.GroupDeclarations(functions=((TP_GETTER, "tp"),), attributes=(("tp_group", "tp"), ("dp_group", "dp")))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("mypy.ini", f"[mypy]\n[spmd_mypy]\ngroups = {TP_GETTER}: tp, *.tp_group: tp, *.dp_group: dp\n"),
+        ("setup.cfg", f"[metadata]\nname = x\n[spmd_mypy]\ngroups =\n    {TP_GETTER}: tp\n    *.tp_group: tp\n"
+                      "    *.dp_group : dp\n"),
+        ("pyproject.toml", f'[tool.spmd_mypy.groups]\n"{TP_GETTER}" = "tp"\n"*.tp_group" = "tp"\n"*.dp_group" = "dp"\n'),
+    ],
+)
+def test_group_declarations_in_every_config_format(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    groups = config.load(str(path)).groups
+    assert groups == DECLARED
+    assert (groups.of_function(TP_GETTER), groups.of_attribute("dp_group"), groups.of_attribute("ep_group")) == (
+        "tp", "dp", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("[spmd_mypy]\ngroups = *.tp_group: tensor parallel\n", "the axis of '*.tp_group' must be a mesh axis name"),
+        ("[spmd_mypy]\ngroups = *.tp_group\n", "'*.tp_group' has no axis"),
+        ("[spmd_mypy]\ngroups = self.tp_group(): tp\n", "'self.tp_group()' is not a function's full name"),
+        ("[spmd_mypy]\ngroups = *.a.b: tp\n", "'*.a.b' is not a function's full name or *.ATTRIBUTE"),
+    ],
+)
+def test_a_bad_group_declaration_names_the_entry_and_the_fix(tmp_path: Path, text: str, complaint: str) -> None:
+    (tmp_path / "mypy.ini").write_text(text)
+    with pytest.raises(config.ConfigError, match=re.escape(complaint)) as error:
+        config.load(str(tmp_path / "mypy.ini"))
+    assert "write each entry as NAME: AXIS" in str(error.value)
+
+
+@pytest.mark.parametrize("table", ['[tool.spmd_mypy.groups]\n"*.tp_group" = 1\n', "[tool.spmd_mypy]\ngroups = 1\n"])
+def test_a_group_declaration_must_be_text(tmp_path: Path, table: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(table)
+    with pytest.raises(config.ConfigError, match="groups"):
+        config.load(str(tmp_path / "pyproject.toml"))
+
+
+def test_group_declarations_are_in_the_config_data_mypy_caches() -> None:
+    """As written, in JSON's types: mypy compares the data it cached with the data reported now."""
+    assert config.Config(groups=DECLARED).as_dict()["groups"] == {TP_GETTER: "tp", "*.tp_group": "tp", "*.dp_group": "dp"}
+
+
+def test_the_config_file_is_found_the_way_mypy_finds_it(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = x\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\nplugins = ['spmd_mypy']\n")
+    (tmp_path / "src").mkdir()
+    assert config.find_config_file(tmp_path / "src") == str(tmp_path / "pyproject.toml")
+    (tmp_path / "src" / "mypy.ini").write_text("[mypy]\n")
+    assert config.find_config_file(tmp_path / "src") == str(tmp_path / "src" / "mypy.ini")
 
 
 class _Api:

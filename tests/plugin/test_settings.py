@@ -13,6 +13,8 @@ a special form mypy does not count as ``Any``.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,16 @@ def test_a_plugin_setting_change_rechecks_only_user_code(tmp_path: Path, pytestc
                  if "plugin configuration differs" in line}
     assert abandoned == {"t"}, abandoned
 
+
+
+def test_a_bad_plugin_setting_stops_mypy_with_a_clear_error(tmp_path: Path) -> None:
+    """Named with its file, key and fix, the way mypy reports its own bad settings: no crash, no traceback."""
+    (tmp_path / "t.py").write_text("x = 1\n")
+    config = tmp_path / "mypy.ini"
+    config.write_text(config_text("[spmd_mypy]\ngroups = *.tp_group: 1\n"))
+    command = [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(tmp_path / "cache"), "t.py"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert f"{config}: error: [spmd_mypy] groups: the axis of '*.tp_group' must be a mesh axis name" in output
+    assert "INTERNAL ERROR" not in output and "Traceback" not in output

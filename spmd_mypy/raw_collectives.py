@@ -1,0 +1,141 @@
+"""Raw torch.distributed collectives on typed tensors: reported as ``spmd-untyped-collective``.
+
+A raw collective changes values the checker cannot track, so its result
+keeps the type its buffer had, which is wrong afterwards.  The report names
+the mesh axis the call's ``group=`` stands for (:mod:`spmd_mypy.groups`)
+and the typed collective to use on it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mypy.nodes import MypyFile
+from mypy.plugin import FunctionContext
+from mypy.types import Type
+
+from spmd_mypy import errorcodes, report
+from spmd_mypy.collectives import arguments
+from spmd_mypy.config import GroupDeclarations
+from spmd_mypy.groups import axis_of_group, declaration_for
+from spmd_mypy.representation import has_spmd, spmd_members
+from spmd_stubs import core
+from spmd_stubs.core import AxisType, Code, TensorType
+
+UNTYPED: dict[str, str] = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "all_gather_into_tensor": "all_gather",
+    "all_gather_single": "all_gather",
+    "_all_gather_base": "all_gather",
+    "all_gather_tensor": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "reduce_scatter_single": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter",
+    "all_to_all": "all_to_all",
+    "all_to_all_single": "all_to_all",
+    "broadcast": "redistribute",
+    "reduce": "redistribute",
+    "scatter": "redistribute",
+    "gather": "redistribute",
+}
+"""Raw torch.distributed collectives -> the typed operation to use instead."""
+UNTYPED_MODULES = ("torch.distributed.distributed_c10d.", "torch.distributed._functional_collectives.")
+
+
+_INPUT_NAMES = ("input_tensor", "input", "tensor", "input_list")
+"""The parameter a raw collective reads (its output buffer, where it has one, comes first)."""
+
+
+def untyped_collective_hook(name: str, declared: GroupDeclarations) -> Callable[[FunctionContext], Type]:
+    """A raw torch.distributed collective on a typed tensor: the checker loses track (reported).
+
+    The message's axis is the one its ``group=`` stands for
+    (:func:`spmd_mypy.groups.axis_of_group`), and its fix the typed
+    collective on that axis.  Without ``group=`` (the default group) on a
+    tensor typed on one axis, that axis.  A group that names no axis gets
+    the ``groups`` declaration that would name it instead.
+    """
+    typed_op = UNTYPED[name]
+
+    def hook(ctx: FunctionContext) -> Type:
+        tensor_type = _typed_input(ctx)
+        if tensor_type is None:
+            return ctx.default_return_type
+        group = arguments(ctx).get("group")
+        tree: MypyFile = ctx.api.tree  # type: ignore[attr-defined]
+        if group is None:
+            consequence = _on_default_group(typed_op, tensor_type)
+        else:
+            axis = axis_of_group(group[0], declared, tree)
+            consequence = (_on_axis(typed_op, tensor_type, axis) if axis is not None
+                           else _on_unknown_group(typed_op, declaration_for(group[0], tree)))
+        report.fail(
+            ctx.api,
+            ctx.context,
+            f"torch.distributed {name} on a typed tensor (Tensor[{tensor_type}]) changes values the "
+            f"checker cannot see: {consequence}.",
+            errorcodes.BY_RULE[Code.UNTYPED_COLLECTIVE],
+        )
+        return ctx.default_return_type
+
+    return hook
+
+
+def _typed_input(ctx: FunctionContext) -> TensorType | None:
+    """The SPMD type of the tensor a raw collective reads (else of any typed argument); None if none has one."""
+    given = {n: types for n, types in zip(ctx.callee_arg_names, ctx.arg_types) if types}
+    every = [t for types in ctx.arg_types for t in types]
+    read = next((given[n] for n in _INPUT_NAMES if n in given), every)
+    typed = [t for t in read if has_spmd(t)] or [t for t in every if has_spmd(t)]
+    if not typed:
+        return None
+    return next(m for m in spmd_members(typed[0]) if m is not None)
+
+
+def _on_axis(op: str, tensor_type: TensorType, axis: str) -> str:
+    """What goes wrong on ``axis``, the group's, and the typed call that does the same there."""
+    current = tensor_type.get(axis)
+    if current is None:
+        return (f"the tensor has no SPMD type on axis {axis}, the group's axis. Fix: state it with "
+                f"assert_type(x, P@{axis}) (or V@{axis}, ...) and use the typed spmd_stubs.{op} on {axis}")
+    return (f"the tensor's SPMD type on axis {axis} (and its gradient) would be wrong afterwards. "
+            f"Fix: {_typed_form(op, current, axis)}")
+
+
+def _on_default_group(op: str, tensor_type: TensorType) -> str:
+    """No ``group=``: the world, which is the tensor's one axis if it has one (a one-axis mesh)."""
+    if len(tensor_type.axes) == 1:
+        return _on_axis(op, tensor_type, tensor_type.axes[0][0])
+    return (f"its SPMD type (and its gradient) would be wrong afterwards, on every axis of the default "
+            f"group. Fix: pass the group of one mesh axis (spmd.group_of(AXIS)) and {_then(op)}")
+
+
+def _on_unknown_group(op: str, declaration: str | None) -> str:
+    """A group no rule names: the ``groups`` key that would name it (``declaration``), if any can."""
+    if declaration is None:
+        return ("its SPMD type (and its gradient) would be wrong afterwards on the group's axis, which the "
+                "checker cannot tell from this group. Fix: pass spmd.group_of(AXIS), mesh.get_group(\"AXIS\") "
+                f"or a group declared in [spmd_mypy] groups, and {_then(op)}")
+    return ("its SPMD type (and its gradient) would be wrong afterwards on the group's axis, which is not "
+            f"declared. Fix: declare it in [spmd_mypy] as `groups = {declaration}: AXIS` "
+            f"(pyproject.toml: [tool.spmd_mypy.groups] \"{declaration}\" = \"AXIS\"), and {_then(op)}")
+
+
+def _then(op: str) -> str:
+    return f"then use the typed spmd_stubs.{op} on that axis"
+
+
+def _typed_form(op: str, current: AxisType, axis: str) -> str:
+    """The typed collective that does what the raw one does to a ``current`` input, as a valid call."""
+    dsts = [str(AxisType(dst)) for row_op, src, dst, gated in core.transitions()
+            if row_op == op and src is current.kind and not gated]
+    if dsts:
+        return f"use the typed spmd_stubs.{op}(x, {axis}, src={current}, dst={' or '.join(dict.fromkeys(dsts))})"
+    return (
+        f"x is {current.on(axis)}: the same on every rank of {axis}, so a raw {op} would combine copies "
+        f"(an all_reduce multiplies by the axis size). Drop it, or if each rank holds only a part, type x "
+        f"so where it is made (P@{axis} for parts of a sum, V@{axis} for per-rank values) and use "
+        f"spmd_stubs.{op}"
+    )

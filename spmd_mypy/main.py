@@ -37,6 +37,7 @@ from spmd_mypy import (
     calls,
     collectives,
     config,
+    differentiable_collectives,
     errorcodes,
     polymorphism,
     raw_collectives,
@@ -256,6 +257,8 @@ class SpmdPlugin(Plugin):
             return guarded(refine.spmd_op_hook(name, self.config))
         if fullname in _AUTOGRAD:
             return guarded(backward.autograd_hook(*_AUTOGRAD[fullname]))
+        if module == differentiable_collectives.MODULE and name in differentiable_collectives.DIFFERENTIABLE:
+            return guarded(differentiable_collectives.differentiable_hook(name, self.config.groups))
         if module in UNTYPED_MODULES and name in UNTYPED:
             return guarded(raw_collectives.untyped_collective_hook(name, self.config.groups))
         if module in FUNCTION_MODULES:

@@ -13,8 +13,11 @@ annotations, so the plugin checks the copy.  The format (TOML)::
 
 A type is ``"R@tp, V@dp"`` (validated by the type algebra's parser); a list
 is a union, for results whose type depends on a run-time flag, and may
-contain ``"None"`` (an optional parameter such as a bias).  An entry
-that matches nothing is an error: the overlay went stale against the code.
+contain ``"None"`` (an optional parameter such as a bias).  A result that
+is a fixed tuple (an autograd Function's ``backward``, one gradient per
+input of ``forward``) is ``return = { tuple = ["I@tp", "None"] }``: each item
+a type, or ``"None"`` alone.  An entry that matches nothing is an error: the
+overlay went stale against the code.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from spmd_stubs import core
 
-__all__ = ["OverlayError", "SpmdType", "ModuleOverlay", "load_overlays", "OverlayCommand", "apply_overlay"]
+__all__ = ["OverlayError", "SpmdType", "SpmdTuple", "ModuleOverlay", "load_overlays", "OverlayCommand", "apply_overlay"]
 
 
 class OverlayError(ValueError):
@@ -73,11 +76,47 @@ class SpmdType:
         return names, axes
 
 
+@dataclass(frozen=True)
+class SpmdTuple:
+    """A fixed tuple result: each item a tensor type (or union), or None."""
+
+    items: tuple["SpmdType | None", ...]
+
+    @classmethod
+    def parse(cls, value: Any, where: str) -> "SpmdTuple":
+        if set(value) != {"tuple"} or not isinstance(value["tuple"], list) or not value["tuple"]:
+            raise OverlayError(f"{where}: a tuple result is written {{ tuple = [\"I@tp\", \"None\"] }}")
+        return cls(tuple(
+            None if item == "None" else SpmdType.parse(item, f"{where}[{index}]")
+            for index, item in enumerate(value["tuple"])
+        ))
+
+    def annotation(self) -> str:
+        """``tuple[Tensor[I@tp], None]``."""
+        return "tuple[" + ", ".join("None" if t is None else t.annotation() for t in self.items) + "]"
+
+    def imports(self) -> tuple[set[str], set[str]]:
+        names: set[str] = set()
+        axes: set[str] = set()
+        for item in self.items:
+            if item is not None:
+                item_names, item_axes = item.imports()
+                names |= item_names
+                axes |= item_axes
+        return names, axes
+
+
+def _parse_entry(name: str, value: Any, where: str) -> "SpmdType | SpmdTuple":
+    if name == "return" and isinstance(value, dict):
+        return SpmdTuple.parse(value, where)
+    return SpmdType.parse(value, where)
+
+
 @dataclass
 class ModuleOverlay:
     """The entries for one module: ``functions[path][param or "return"]``, ``attributes[path]``."""
 
-    functions: dict[str, dict[str, SpmdType]] = field(default_factory=dict)
+    functions: dict[str, dict[str, SpmdType | SpmdTuple]] = field(default_factory=dict)
     attributes: dict[str, SpmdType] = field(default_factory=dict)
 
     def merge(self, other: "ModuleOverlay") -> None:
@@ -93,7 +132,7 @@ def _module_overlay(module: str, spec: Any) -> ModuleOverlay:
         if not isinstance(params, dict):
             raise OverlayError(f"{module}.{path}: a function entry is a table of parameter = type")
         overlay.functions[path] = {
-            name: SpmdType.parse(value, f"{module}.{path}({name})") for name, value in params.items()
+            name: _parse_entry(name, value, f"{module}.{path}({name})") for name, value in params.items()
         }
     for path, value in spec.get("attributes", {}).items():
         if "." not in path:
@@ -118,7 +157,7 @@ def load_overlays(paths: Sequence[Path]) -> dict[str, ModuleOverlay]:
     return merged
 
 
-def _annotation(spmd_type: SpmdType) -> cst.Annotation:
+def _annotation(spmd_type: SpmdType | SpmdTuple) -> cst.Annotation:
     return cst.Annotation(cst.parse_expression(spmd_type.annotation()))
 
 
@@ -133,7 +172,7 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         self.unmatched = {*overlay.functions, *overlay.attributes}
         self._path: list[str] = []
 
-    def _use(self, spmd_type: SpmdType) -> None:
+    def _use(self, spmd_type: SpmdType | SpmdTuple) -> None:
         names, axes = spmd_type.imports()
         for name in sorted(names):
             AddImportsVisitor.add_needed_import(self.context, "spmd_stubs", name)
@@ -188,7 +227,7 @@ def _all_params(params: cst.Parameters) -> list[cst.Param]:
     return every + [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
 
 
-def _annotate_params(params: cst.Parameters, entry: dict[str, SpmdType]) -> cst.Parameters:
+def _annotate_params(params: cst.Parameters, entry: dict[str, SpmdType | SpmdTuple]) -> cst.Parameters:
     def annotate(param: cst.Param) -> cst.Param:
         spmd_type = entry.get(param.name.value)
         return param if spmd_type is None else param.with_changes(annotation=_annotation(spmd_type))

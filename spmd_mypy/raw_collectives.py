@@ -3,7 +3,9 @@
 A raw collective changes values the checker cannot track, so its result
 keeps the type its buffer had, which is wrong afterwards.  The report names
 the mesh axis the call's ``group=`` stands for (:mod:`spmd_mypy.groups`)
-and the typed collective to use on it.
+and the typed collective to use on it.  In the ``forward`` or ``backward``
+of an autograd Function the raw collective is the implementation instead
+(:mod:`spmd_mypy.function_bodies`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from mypy.types import Type
 from spmd_mypy import errorcodes, report
 from spmd_mypy.collectives import arguments
 from spmd_mypy.config import GroupDeclarations
+from spmd_mypy.function_bodies import follow_buffer, function_body
 from spmd_mypy.groups import axis_of_group, declaration_for
 from spmd_mypy.representation import has_spmd, spmd_members
 from spmd_stubs import core
@@ -62,6 +65,10 @@ def untyped_collective_hook(name: str, declared: GroupDeclarations) -> Callable[
     def hook(ctx: FunctionContext) -> Type:
         tensor_type = _typed_input(ctx)
         if tensor_type is None:
+            return ctx.default_return_type
+        body = function_body(ctx)
+        if body is not None:
+            follow_buffer(ctx, name, body, declared)
             return ctx.default_return_type
         group = arguments(ctx).get("group")
         tree: MypyFile = ctx.api.tree  # type: ignore[attr-defined]

@@ -37,10 +37,6 @@ EXPECTED = Counter([
     # Sequence parallel: the replicated bias meets S(0)@tp activations; its
     # gradient needs a tp all-reduce, which megatron does outside the layer.
     ("megatron.core.tensor_parallel.layers", "RowParallelLinear.forward", "spmd-invariant-mix", "output_"),
-    # _AllToAll's hand-written forward (input typed V@ep by the overlay) runs the
-    # raw all_to_all_single on its `group` parameter, which names no axis.
-    ("megatron.core.tensor_parallel.mappings", "_AllToAll.forward", "spmd-untyped-collective",
-     "torch.distributed.all_to_all_single"),
 ])
 
 
@@ -101,7 +97,6 @@ def test_annotations_reach_the_checker(checked):
     messages = " ".join(d.message for d in run.diagnostics)
     assert "Tensor[I@tp] | Tensor[S(-1)@tp]" in messages
     assert "S(0)@tp" in messages
-    assert "Tensor[V@ep]" in messages  # _AllToAll.forward's input
 
 
 def test_function_backwards_are_typed_as_duals(checked):

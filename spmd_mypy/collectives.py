@@ -19,6 +19,7 @@ from mypy.nodes import (
     Expression,
     IntExpr,
     ListExpr,
+    MemberExpr,
     NameExpr,
     OpExpr,
     RefExpr,
@@ -104,6 +105,12 @@ def arguments(ctx: FunctionContext) -> dict[str, tuple[Expression, Type]]:
         for name, exprs, types in zip(ctx.callee_arg_names, ctx.args, ctx.arg_types)
         if name is not None and exprs
     }
+
+
+def sums(op: tuple[Expression, Type] | None) -> bool:
+    """Whether a torch.distributed collective's ``op=`` argument is the default sum (``ReduceOp.SUM``),
+    the only reduction whose transitions (and backward) the table has for these calls."""
+    return op is None or (isinstance(op[0], MemberExpr) and op[0].name == "SUM")
 
 
 def spmd_type_of(expr: Expression) -> AxisType | None:

@@ -17,17 +17,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from mypy.nodes import Expression, ListExpr, MemberExpr, MypyFile, TupleExpr
+from mypy.nodes import Expression, ListExpr, MypyFile, TupleExpr
 from mypy.plugin import FunctionContext
 from mypy.types import Instance, TupleType, Type, get_proper_type
 
 from spmd_mypy import report
-from spmd_mypy.collectives import Request, apply, arguments
+from spmd_mypy.collectives import Request, apply, arguments, sums
 from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.global_mode import regions
 from spmd_mypy.groups import axis_of_group
 from spmd_mypy.representation import result_type, spmd_members, union_of, unknown_tensor
-from spmd_stubs.core import AxisType, Partial, Replicate, SpmdTypeError, Varying, parse_axis_type
+from spmd_stubs.core import AxisType, Partial, Replicate, Shard, SpmdTypeError, Varying
 
 MODULE = "torch.distributed.nn.functional."
 
@@ -58,7 +58,7 @@ DIFFERENTIABLE: dict[str, Differentiable] = {
         returns_per_rank=True,
     ),
     "_all_gather_base": Differentiable(
-        "all_gather", parse_axis_type("S(0)"), Replicate, "input_tensor", "reduce-scatters the gradient along dim 0 (a sum of every rank's part)"
+        "all_gather", Shard(0), Replicate, "input_tensor", "reduce-scatters the gradient along dim 0 (a sum of every rank's part)"
     ),
     "reduce_scatter": Differentiable(
         "reduce_scatter", Partial, Varying, "input_list", "all-gathers the gradient to every rank", per_rank=True
@@ -72,8 +72,6 @@ DIFFERENTIABLE: dict[str, Differentiable] = {
 """torch.distributed.nn.functional's collectives by name.  ``broadcast``, ``reduce``, ``gather`` and
 ``scatter`` keep one rank's value or put it on one rank only: no typed transition does that."""
 
-_SUM = "SUM"
-
 
 def differentiable_hook(name: str, declared: GroupDeclarations) -> Callable[[FunctionContext], Type]:
     """``torch.distributed.nn.functional.<name>(...)``: typed as :data:`DIFFERENTIABLE` says, on the group's axis."""
@@ -81,7 +79,7 @@ def differentiable_hook(name: str, declared: GroupDeclarations) -> Callable[[Fun
 
     def hook(ctx: FunctionContext) -> Type:
         args = arguments(ctx)
-        if collective.reads not in args or not _sums(args.get("op")):
+        if collective.reads not in args or not sums(args.get("op")):
             return ctx.default_return_type
         tensor = _per_rank_element(ctx, *args[collective.reads]) if collective.per_rank else args[collective.reads][1]
         tree: MypyFile = ctx.api.tree  # type: ignore[attr-defined]
@@ -95,11 +93,6 @@ def differentiable_hook(name: str, declared: GroupDeclarations) -> Callable[[Fun
         return result_type(shape, results)
 
     return hook
-
-
-def _sums(op: tuple[Expression, Type] | None) -> bool:
-    """Whether the reduction is the default sum (``ReduceOp.SUM``): the only one whose backward the table has."""
-    return op is None or (isinstance(op[0], MemberExpr) and op[0].name == _SUM)
 
 
 def _per_rank_element(ctx: FunctionContext, written: Expression, sequence: Type) -> Type:

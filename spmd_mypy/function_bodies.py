@@ -29,17 +29,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mypy.checker import TypeChecker
-from mypy.nodes import Expression, FuncItem, MemberExpr, MypyFile, NameExpr
+from mypy.nodes import Expression, FuncItem, MypyFile, NameExpr
 from mypy.plugin import FunctionContext
 from mypy.types import CallableType, Type
 
 from spmd_mypy.autograd import FUNCTION
-from spmd_mypy.collectives import Request, apply, arguments
+from spmd_mypy.collectives import Request, apply, arguments, sums
 from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.global_mode import regions
 from spmd_mypy.groups import axis_of_group
 from spmd_mypy.representation import result_type, spmd_members, typed_tensors_in
-from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, SpmdTypeError, parse_axis_type
+from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, Shard, SpmdTypeError
 
 _BODIES = ("forward", "backward")
 
@@ -55,9 +55,8 @@ class Writes:
     dst: AxisType
 
 
-_SHARD_0 = parse_axis_type("S(0)")
-_ALL_GATHER = Writes("all_gather", "output_tensor", "input_tensor", _SHARD_0, Replicate)
-_REDUCE_SCATTER = Writes("reduce_scatter", "output", "input", Partial, _SHARD_0)
+_ALL_GATHER = Writes("all_gather", "output_tensor", "input_tensor", Shard(0), Replicate)
+_REDUCE_SCATTER = Writes("reduce_scatter", "output", "input", Partial, Shard(0))
 WRITES: dict[str, Writes] = {
     "all_reduce": Writes("all_reduce", "tensor", "tensor", Partial, Replicate),
     "all_gather_into_tensor": _ALL_GATHER,
@@ -66,8 +65,6 @@ WRITES: dict[str, Writes] = {
     "_reduce_scatter_base": _REDUCE_SCATTER,
 }
 """The raw collectives whose buffer's type a Function body follows, by name."""
-
-_SUM = "SUM"
 
 
 def function_body(ctx: FunctionContext) -> FuncItem | None:
@@ -88,7 +85,7 @@ def follow_buffer(ctx: FunctionContext, name: str, method: FuncItem, declared: G
         return
     (buffer, buffer_type), tensor = args[collective.writes], args[collective.reads][1]
     axis = _axis(args.get("group"), declared, ctx.api.tree)  # type: ignore[attr-defined]
-    if not isinstance(buffer, NameExpr) or axis is None or not _sums(args.get("op")):
+    if not isinstance(buffer, NameExpr) or axis is None or not sums(args.get("op")):
         return
     inputs = spmd_members(tensor)
     if not inputs or any(member is None or member.get(axis) is None for member in inputs):
@@ -104,11 +101,6 @@ def follow_buffer(ctx: FunctionContext, name: str, method: FuncItem, declared: G
 def _axis(group: tuple[Expression, Type] | None, declared: GroupDeclarations, tree: MypyFile) -> str | None:
     """The mesh axis ``group=`` names; None without one (the world is no single axis of a Function's types)."""
     return axis_of_group(group[0], declared, tree) if group is not None else None
-
-
-def _sums(op: tuple[Expression, Type] | None) -> bool:
-    """Whether the reduction is the default sum, the only one the transitions make."""
-    return op is None or (isinstance(op[0], MemberExpr) and op[0].name == _SUM)
 
 
 def _destination(dst: AxisType, method: FuncItem, axis: str) -> AxisType:

@@ -50,8 +50,9 @@ def where(api: CheckerPluginInterface, node: Context) -> str:
 def fail(api: CheckerPluginInterface, node: Context, message: str, code: ErrorCode,
          error: SpmdTypeError | None = None, operands: Sequence[Operand] = ()) -> None:
     """Report ``message`` at ``node``; its fix is ``error``'s rewrite, where it has one, else a choice
-    (said so in the message, and in the note ``show_fixes`` adds)."""
-    if (error is None or error.fix is None) and code is not errorcodes.BY_RULE[Code.ANNOTATION]:
+    (said so in the message, and in the note ``show_fixes`` adds).  An algebra verdict's message says
+    so already (:class:`~spmd_stubs.core.SpmdTypeError`); the plugin's own messages are said so here."""
+    if error is None and code is not errorcodes.BY_RULE[Code.ANNOTATION]:
         message = plainly_a_choice(message)
     api.fail(f"{where(api, node)}{message}", node, code=code)
     if _Settings.show_fixes:

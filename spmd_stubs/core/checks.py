@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from spmd_stubs.core.axis_types import AxisType, Kind, Operand, Partial, Replicate, Scalar
 from spmd_stubs.core.comms import instead, instead_template
-from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target, choice
+from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target
 
 
 def check_inplace(op: str, written: AxisType, result: AxisType | None, axis: str) -> None:
@@ -18,9 +18,8 @@ def check_inplace(op: str, written: AxisType, result: AxisType | None, axis: str
         Code.INPLACE,
         axis,
         f"in-place {op} would change its target from {written.on(axis)} to {result.on(axis)} on "
-        f"axis {axis}, but a tensor written in place keeps its type. "
-        + choice(f"use the out-of-place form (y = {op.rstrip('_')}(...)) and bind the {result.on(axis)} result "
-                 f"to a new name") + ".",
+        f"axis {axis}, but a tensor written in place keeps its type. Fix: use the out-of-place "
+        f"form (y = {op.rstrip('_')}(...)) and bind the {result.on(axis)} result to a new name.",
     )
 
 
@@ -43,7 +42,7 @@ def check_write(target: AxisType, value: Operand, axis: str, index: Operand = No
         return
     if isinstance(value, Scalar):
         why = "every rank's part would hold the number, so the pending sum would count it once per rank"
-        fix = choice(f"all_reduce(x, {axis}, src={target}, dst=R) before the write, and write into its R result")
+        fix = f"Fix: all_reduce(x, {axis}, src={target}, dst=R) before the write, and write into its R result"
         raise SpmdTypeError(Code.INPLACE, axis, _write_message(form, target, "a python scalar", axis, why, fix))
     why, fix, template = _why_the_value_does_not_fit(target, value, axis)
     rewrite = Fix(Target.OPERAND, template, value) if template else None
@@ -68,8 +67,8 @@ def _check_write_index(target: AxisType, index: Operand, axis: str) -> None:
             axis,
             f"x[i] = y writes at positions that differ between ranks on axis {axis} ({shown}, i: "
             f"{index.on(axis)}), so x would no longer be {x}, but a tensor written in place keeps its "
-            f"type. " + choice(f"an index that is R on {axis} (the same positions on every rank), or write out "
-                               f"of place and bind the result to a new name, e.g. x2 = torch.where(mask, y, x)") + ".",
+            f"type. Fix: an index that is R on {axis} (the same positions on every rank), or write out "
+            f"of place and bind the result to a new name, e.g. x2 = torch.where(mask, y, x).",
         )
 
 
@@ -94,7 +93,7 @@ def _why_the_value_does_not_fit(target: AxisType, value: AxisType, axis: str) ->
             f"write a value that is {target} on {axis}, or write out of place and bind the V result to a new "
             f"name, e.g. x2 = torch.where(mask, y, x)"
         )
-        return "its ranks would then hold different values", choice(fix), None
+        return "its ranks would then hold different values", f"Fix: {fix}", None
     if target.kind is Kind.P and target.reduce == "sum" and value.kind is not Kind.P:
         why = "every rank's part would hold the written values, so the pending sum would add up all of them"
         reduce_first = f"all_reduce(x, {axis}, src=P, dst=R) before the write, and write into its R result"
@@ -103,9 +102,9 @@ def _why_the_value_does_not_fit(target: AxisType, value: AxisType, axis: str) ->
             return why, (f"Fix: {convert.format(x='y')} (the value on one rank, zeros on the others), "
                          f"or {reduce_first}"), convert
         if value.kind is Kind.V:
-            return why, choice(f"reinterpret(y, {axis}, src=V, dst=P) if the ranks' values are the parts of the "
-                               f"sum, or {reduce_first}"), None
-        return why, choice(reduce_first), None
+            return why, (f"Fix: reinterpret(y, {axis}, src=V, dst=P) if the ranks' values are the parts of the "
+                         f"sum, or {reduce_first}"), None
+        return why, f"Fix: {reduce_first}", None
     # R fits into V: a cast to R keeps the values, one to V would slice them.
     goal = Replicate if target.local.kind is Kind.V else target
     why = f"x would then mix {target.on(axis)} and {value.on(axis)} elements"
@@ -178,5 +177,5 @@ def check_asserted(actual: AxisType, asserted: AxisType, axis: str) -> None:
         Code.ASSERT,
         axis,
         f"assert_type says {asserted.on(axis)} but the value is {actual.on(axis)} on axis {axis}. "
-        + choice(f"correct the assertion, or {fix}") + ".",
+        f"Fix: correct the assertion, or {fix}.",
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spmd_stubs.core.axis_types import AxisType, Kind, Replicate, Varying
-from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target, choice
+from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target
 
 _DUAL_KIND = {Kind.R: Kind.P, Kind.P: Kind.R, Kind.I: Kind.I, Kind.V: Kind.V}
 
@@ -280,12 +280,11 @@ def transition(
     row = _row_taken(op, src, dst)
     if row is None or not _allowed_forms(op, src, dst):
         template = instead_template(src, dst, axis)
-        use = f"use {instead(src, dst, axis)}"
         raise SpmdTypeError(
             Code.INVALID_TRANSITION if op in CASTS else Code.COLLECTIVE,
             axis,
             f"{op}(src={src}, dst={dst}) does not exist on axis {axis}"
-            f"{_why_not(op, src, dst)}. {f'Fix: {use}' if template else choice(use)}.",
+            f"{_why_not(op, src, dst)}. Fix: use {instead(src, dst, axis)}.",
             Fix(Target.CALL, template) if template else None,
         )
     if row.gated and not expert_mode:
@@ -298,7 +297,7 @@ def _gated(op: str, src: AxisType, dst: AxisType, axis: str, row: Transition) ->
     expert = f"pass expert_mode=True: {Step(op, src, dst).call(axis, expert=True)}"
     keeping = route(src, dst, axis)
     if keeping is None or keeping.op == op or row_of(keeping).gated:
-        fix, rewrite = choice(f"if that is what you mean, {expert}"), None
+        fix, rewrite = f"Fix: if that is what you mean, {expert}", None
     else:
         fix = f"Fix: {keeping.call(axis)} keeps the value; if you mean the change, {expert}"
         rewrite = Fix(Target.CALL, keeping.call(axis, "{x}"))

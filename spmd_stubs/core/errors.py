@@ -69,11 +69,6 @@ class Fix:
 CHOICE = "Fix (needs your choice): "
 
 
-def choice(options: str) -> str:
-    """A fix with no rewrite a tool could apply: the options and what each means, said plainly."""
-    return f"{CHOICE}{options}"
-
-
 def plainly_a_choice(message: str) -> str:
     """``message`` saying that its fix needs a choice (a message with no rewrite to apply).
 

@@ -25,7 +25,7 @@ from spmd_stubs.core.axis_types import (
     Scalar,
     Varying,
 )
-from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target, choice
+from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target
 
 
 class Linearity(enum.Enum):
@@ -135,15 +135,15 @@ def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str) ->
                f"I where it is made, e.g. dst=I on the collective that makes it)")
         rewrite = _convert_invariant(axis)
         if other.kind is Kind.V and op in _WITH_BIAS:
-            fix, rewrite = choice(
-                f"if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
+            fix, rewrite = (
+                f"Fix: if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
                 f"{op}, reduce the product (reinterpret(y, {axis}, src=V, dst=P), then all_reduce(y, {axis}, "
                 f"src=P, dst=I)) and add the bias after; if the output should vary per rank, {convert}"
             ), None
         elif other.kind is Kind.V:
             # Which operand is wrong depends on what the result means: say both.
-            fix, rewrite = choice(
-                f"if the result should vary per rank, {convert} (its gradient then gets all-reduced); if the "
+            fix, rewrite = (
+                f"Fix: if the result should vary per rank, {convert} (its gradient then gets all-reduced); if the "
                 f"{other.on(axis)} operand is this rank's part of a value every rank should share (a sum "
                 f"over a local shard), all_reduce(y, {axis}, src=P, dst=I) on it first"
             ), None
@@ -200,8 +200,8 @@ def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axis
                   f"src={result}, dst=V) where the Varying operand is this rank's shard of the sum)")
         fix, rewrite = f"Fix: {reduce}", _reduce(result, axis, "R")
         if op in _WITH_BIAS:
-            fix, rewrite = choice(
-                f"if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
+            fix, rewrite = (
+                f"Fix: if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
                 f"{op}, reinterpret(y, {axis}, src=V, dst={result}) on the product and add the bias to it "
                 f"before the reduction; if the output should vary per rank, {reduce}"
             ), None

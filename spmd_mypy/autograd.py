@@ -26,11 +26,10 @@ from mypy.semanal_shared import PRIORITY_FALLBACKS
 from mypy.types import AnyType, CallableType, Instance, TupleType, Type, TypeType, get_proper_type
 
 from spmd_mypy import errorcodes, report
+from spmd_mypy.gradients import FUNCTION
 from spmd_mypy.polymorphism import own_method
 from spmd_mypy.representation import members, spmd_members, spmd_of, tensor_instance, typed_tensors_in
 from spmd_stubs.core import TensorType, dual
-
-FUNCTION = "torch.autograd.function.Function"
 
 
 def apply_attribute(ctx: AttributeContext) -> Type:

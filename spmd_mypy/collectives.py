@@ -23,6 +23,7 @@ from mypy.nodes import (
     NameExpr,
     OpExpr,
     RefExpr,
+    StrExpr,
     TupleExpr,
     TypeInfo,
     UnaryExpr,
@@ -108,9 +109,11 @@ def arguments(ctx: FunctionContext) -> dict[str, tuple[Expression, Type]]:
 
 
 def sums(op: tuple[Expression, Type] | None) -> bool:
-    """Whether a torch.distributed collective's ``op=`` argument is the default sum (``ReduceOp.SUM``),
-    the only reduction whose transitions (and backward) the table has for these calls."""
-    return op is None or (isinstance(op[0], MemberExpr) and op[0].name == "SUM")
+    """Whether a torch.distributed collective's ``op=`` argument is the default sum (``ReduceOp.SUM``,
+    or ``"sum"`` for the functional collectives), the only reduction whose transitions (and backward)
+    the table has for these calls."""
+    return op is None or (isinstance(op[0], MemberExpr) and op[0].name == "SUM") or (
+        isinstance(op[0], StrExpr) and op[0].value == "sum")
 
 
 def spmd_type_of(expr: Expression) -> AxisType | None:
@@ -119,13 +122,13 @@ def spmd_type_of(expr: Expression) -> AxisType | None:
         return axis_type_of(expr.node, expr.node.name, None)
     if isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr) and isinstance(expr.callee.node, TypeInfo):
         dim: DimText = Missing() if not expr.args else "a non-int argument"
-        if len(expr.args) == 1 and _int_value(expr.args[0]) is not None:
-            dim = _int_value(expr.args[0])  # type: ignore[assignment]
+        if len(expr.args) == 1 and int_value(expr.args[0]) is not None:
+            dim = int_value(expr.args[0])  # type: ignore[assignment]
         return axis_type_of(expr.callee.node, expr.callee.node.name, dim)
     return None
 
 
-def _int_value(expr: Expression) -> int | None:
+def int_value(expr: Expression) -> int | None:
     if isinstance(expr, IntExpr):
         return expr.value
     if isinstance(expr, UnaryExpr) and expr.op == "-" and isinstance(expr.expr, IntExpr):

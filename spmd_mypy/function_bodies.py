@@ -1,27 +1,27 @@
-"""Raw collectives in a hand-written autograd Function's ``forward`` or ``backward``: its implementation.
+"""Inside a hand-written autograd Function's ``forward`` or ``backward``: forward values only.
 
-autograd records nothing inside these bodies: the gradient contract is the
-one the Function declares (:mod:`spmd_mypy.autograd`), and a raw
-torch.distributed collective there is how the body makes the transition it
-declares, not a gradient the checker loses.  So it is not reported.
+autograd records nothing in these bodies (torch runs them with gradients
+off): the gradient contract is the one the Function declares
+(:mod:`spmd_mypy.autograd`).  Three things follow (docs/spec.md#function-bodies):
 
-Where the collective writes a buffer named by a plain variable and its
-``group=`` names a mesh axis (:func:`spmd_mypy.groups.axis_of_group`), the
-variable's type afterwards is what the collective made of the input on that
-axis, for the rest of the block, as an assignment would make it:
+* **Raw collectives are the implementation.**  A raw torch.distributed
+  collective there is how the body makes the transition it declares, not a
+  gradient the checker loses, so it is not reported; where its ``group=``
+  names a mesh axis (:func:`spmd_mypy.groups.axis_of_group`) it types its
+  result by the same table as the typed collectives (:data:`BODY_COLLECTIVES`).
+* **No operand carries a gradient**, so the rule for Invariant, a gradient
+  rule, does not apply to the body's own ops (Megatron's fused linears
+  compute ``I @ V`` in backward): :func:`spmd_mypy.gradients.implementation`.  The rules
+  for Partial, about forward values, do.
+* **A returned value matches its declared type** where a reinterpretation
+  without communication relates them (:func:`spmd_stubs.core.returns_as`):
+  R and I either way, R or I declared V or S(i), V declared P.  So a
+  backward annotated ``P@tp -> I@tp`` that forgets its all-reduce is
+  mypy's return error, and ``return input_`` from ``I@tp -> R@tp`` is not.
 
-* ``all_reduce(t)`` (a sum): ``t`` from P to R;
-* ``all_gather_into_tensor(out, t)``, ``_all_gather_base(out, t)``: ``out``
-  is ``t`` from S(0) (or V) to R;
-* ``reduce_scatter_tensor(out, t)``, ``_reduce_scatter_base(out, t)`` (a
-  sum): ``out`` is ``t`` from P to S(0).
-
-R and I hold the same data, the same on every rank; they differ only in
-their gradients, which the Function declares.  So a result the method
-declares I on the axis (and nowhere R) is I instead of R.  Anything else
-(another reduction, an input not of the source type or not typed on the
-axis, a group naming no axis, an expression as the buffer) changes no type:
-a gradient returned without its collective is then mypy's own return error.
+The raw collective's data after a sum or a gather is the same on every
+rank, which R and I both say; it is I where the method's declared result
+is I on the axis (and nowhere R), else R.
 """
 
 from __future__ import annotations
@@ -29,73 +29,105 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mypy.checker import TypeChecker
-from mypy.nodes import Expression, FuncItem, MypyFile, NameExpr
-from mypy.plugin import FunctionContext
-from mypy.types import CallableType, Type
+from mypy.nodes import (
+    ARG_POS,
+    CallExpr,
+    ClassDef,
+    Decorator,
+    Expression,
+    FuncDef,
+    FuncItem,
+    MypyFile,
+    NameExpr,
+    ReturnStmt,
+    TempNode,
+)
+from mypy.plugin import FunctionContext, SemanticAnalyzerPluginInterface
+from mypy.types import AnyType, CallableType, TupleType, Type, TypeOfAny, get_proper_type
 
-from spmd_mypy.autograd import FUNCTION
-from spmd_mypy.collectives import Request, apply, arguments, sums
+from spmd_mypy.collectives import Request, apply, arguments, int_value, sums
 from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.global_mode import regions
+from spmd_mypy.gradients import BODIES, implementation
 from spmd_mypy.groups import axis_of_group
-from spmd_mypy.representation import result_type, spmd_members, typed_tensors_in
-from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, Shard, SpmdTypeError
-
-_BODIES = ("forward", "backward")
+from spmd_mypy.representation import members, result_type, spmd_members, spmd_of, typed_tensors_in, union_of
+from spmd_mypy.statements import statements_in
+from spmd_stubs import core
+from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, Shard, SpmdTypeError, Varying
 
 
 @dataclass(frozen=True)
-class Writes:
-    """A raw collective that writes its result into a buffer: the typed transition it makes there."""
+class BodyCollective:
+    """A raw collective as a Function body uses it: the typed transition it makes, and where its result lands."""
 
     op: str
-    writes: str
     reads: str
+    """The parameter holding the input."""
+    writes: str | None
+    """The output buffer the result is written into (a plain variable, retyped); None: the call's result."""
     src: AxisType
     dst: AxisType
+    reduction: str = "op"
+    """The parameter naming the reduction (only a sum is typed)."""
+    dim: str | None = None
+    """The parameter giving the shard dim of ``src`` or ``dst`` (the functional forms), else dim 0."""
 
 
-_ALL_GATHER = Writes("all_gather", "output_tensor", "input_tensor", Shard(0), Replicate)
-_REDUCE_SCATTER = Writes("reduce_scatter", "output", "input", Partial, Shard(0))
-WRITES: dict[str, Writes] = {
-    "all_reduce": Writes("all_reduce", "tensor", "tensor", Partial, Replicate),
-    "all_gather_into_tensor": _ALL_GATHER,
-    "_all_gather_base": _ALL_GATHER,
-    "reduce_scatter_tensor": _REDUCE_SCATTER,
-    "_reduce_scatter_base": _REDUCE_SCATTER,
+_C10D, _FUNCTIONAL = "torch.distributed.distributed_c10d.", "torch.distributed._functional_collectives."
+_GATHER_INTO = BodyCollective("all_gather", "input_tensor", "output_tensor", Shard(0), Replicate)
+_REDUCE_SCATTER_INTO = BodyCollective("reduce_scatter", "input", "output", Partial, Shard(0))
+BODY_COLLECTIVES: dict[str, BodyCollective] = {
+    # in place: dist.all_reduce(t, group=g); return t
+    f"{_C10D}all_reduce": BodyCollective("all_reduce", "tensor", "tensor", Partial, Replicate),
+    # into a buffer: dist.all_gather_into_tensor(out, t, group=g); return out
+    f"{_C10D}all_gather_into_tensor": _GATHER_INTO,
+    f"{_C10D}_all_gather_base": _GATHER_INTO,
+    f"{_C10D}reduce_scatter_tensor": _REDUCE_SCATTER_INTO,
+    f"{_C10D}_reduce_scatter_base": _REDUCE_SCATTER_INTO,
+    f"{_C10D}all_to_all_single": BodyCollective("all_to_all", "input", "output", Varying, Varying),
+    # into a list, one tensor per rank: each the same on every rank
+    f"{_C10D}all_gather": BodyCollective("all_gather", "tensor", "tensor_list", Varying, Replicate),
+    # the functional collectives return their result
+    f"{_FUNCTIONAL}all_reduce": BodyCollective("all_reduce", "self", None, Partial, Replicate, "reduceOp"),
+    f"{_FUNCTIONAL}all_gather_tensor": BodyCollective("all_gather", "self", None, Shard(0), Replicate, dim="gather_dim"),
+    f"{_FUNCTIONAL}reduce_scatter_tensor": BodyCollective(
+        "reduce_scatter", "self", None, Partial, Shard(0), "reduceOp", "scatter_dim"
+    ),
+    f"{_FUNCTIONAL}all_to_all_single": BodyCollective("all_to_all", "self", None, Varying, Varying),
 }
-"""The raw collectives whose buffer's type a Function body follows, by name."""
+"""The raw collectives whose result a Function body follows, by full name."""
 
 
-def function_body(ctx: FunctionContext) -> FuncItem | None:
-    """The ``forward`` or ``backward`` of a ``torch.autograd.Function`` subclass the call is directly in, if any."""
-    scope = getattr(ctx.api, "scope", None)
-    method = scope.current_function() if scope is not None else None
-    if scope is None or method is None or method.name not in _BODIES:
-        return None
-    owner = scope.enclosing_class(method)
-    return method if owner is not None and owner.has_base(FUNCTION) else None
+def collective_result(ctx: FunctionContext, fullname: str, declared: GroupDeclarations) -> Type:
+    """The raw collective's result type, its output buffer retyped for the rest of the block (module docstring).
 
-
-def follow_buffer(ctx: FunctionContext, name: str, method: FuncItem, declared: GroupDeclarations) -> None:
-    """Narrow the buffer the raw collective ``name`` writes to the type it has afterwards (module docstring)."""
-    collective = WRITES.get(name)
+    A call this cannot type (another reduction, an input not of the source
+    type or not typed on the axis, a group that names no axis, an expression
+    as the buffer) changes no type.
+    """
+    collective = BODY_COLLECTIVES.get(fullname)
     args = arguments(ctx)
-    if collective is None or collective.writes not in args or collective.reads not in args:
-        return
-    (buffer, buffer_type), tensor = args[collective.writes], args[collective.reads][1]
+    if collective is None or collective.reads not in args or not sums(args.get(collective.reduction)):
+        return ctx.default_return_type
+    tensor = args[collective.reads][1]
     axis = _axis(args.get("group"), declared, ctx.api.tree)  # type: ignore[attr-defined]
-    if not isinstance(buffer, NameExpr) or axis is None or not sums(args.get("op")):
-        return
     inputs = spmd_members(tensor)
-    if not inputs or any(member is None or member.get(axis) is None for member in inputs):
-        return
-    request = Request(collective.op, tensor, (axis,), collective.src, _destination(collective.dst, method, axis), False)
+    if axis is None or not inputs or any(member is None or member.get(axis) is None for member in inputs):
+        return ctx.default_return_type
+    src, dst = _with_dim(collective, args)
+    method = implementation(ctx.api)
+    request = Request(collective.op, tensor, (axis,), src, _destination(dst, method, axis), False)
     misfits: list[SpmdTypeError] = []
     results = apply(request, misfits.append, regions.current_axes(ctx.api))
-    if not misfits:
+    if misfits:
+        return ctx.default_return_type
+    if collective.writes is None:
+        return result_type(ctx.default_return_type, results)
+    buffer, buffer_type = args.get(collective.writes, (None, None))
+    if isinstance(buffer, NameExpr) and buffer_type is not None:
         checker: TypeChecker = ctx.api  # type: ignore[assignment]
         checker.binder.put(buffer, result_type(buffer_type, results))
+    return ctx.default_return_type
 
 
 def _axis(group: tuple[Expression, Type] | None, declared: GroupDeclarations, tree: MypyFile) -> str | None:
@@ -103,10 +135,99 @@ def _axis(group: tuple[Expression, Type] | None, declared: GroupDeclarations, tr
     return axis_of_group(group[0], declared, tree) if group is not None else None
 
 
-def _destination(dst: AxisType, method: FuncItem, axis: str) -> AxisType:
+def _with_dim(collective: BodyCollective, args: dict[str, tuple[Expression, Type]]) -> tuple[AxisType, AxisType]:
+    """``src`` and ``dst``, the shard among them on the dim the call names (``gather_dim=-1``)."""
+    given = args.get(collective.dim) if collective.dim is not None else None
+    dim = int_value(given[0]) if given is not None else None
+    if dim is None:
+        return collective.src, collective.dst
+    return tuple(Shard(dim) if side.shard is not None else side for side in (collective.src, collective.dst))  # type: ignore[return-value]
+
+
+def _destination(dst: AxisType, method: FuncItem | None, axis: str) -> AxisType:
     """``dst``, or I where it is R and the method's declared result is I on ``axis`` and nowhere R."""
-    declared = method.type.ret_type if isinstance(method.type, CallableType) else None
+    declared = method.type.ret_type if method is not None and isinstance(method.type, CallableType) else None
     returned = {member.get(axis) for member in typed_tensors_in(declared)} if declared is not None else set()
     if dst == Replicate and Invariant in returned and Replicate not in returned:
         return Invariant
     return dst
+
+
+# --------------------------------------------------------------------------
+# Returns: the value as declared where a reinterpretation relates them
+# --------------------------------------------------------------------------
+
+RETURNED = "spmd_mypy.function_bodies.returned"
+"""The name the checker gives the wrapper around a Function body's returned values."""
+
+
+def mark_returns(defn: ClassDef, api: SemanticAnalyzerPluginInterface) -> None:
+    """Wrap every value ``forward``/``backward`` return in a call :func:`returned_hook` types.
+
+    The wrapper exists only in mypy's tree, at the returned expression's
+    position: a call whose callee is a typed stand-in (no name for the
+    semantic analyser to look up again when the daemon re-analyses the
+    method, which also finds the wrapper already there).
+    """
+    for statement in defn.defs.body:
+        method = statement.func if isinstance(statement, Decorator) else statement
+        if not isinstance(method, FuncDef) or method.name not in BODIES:
+            continue
+        if not isinstance(method.type, CallableType) or not typed_tensors_in(method.type.ret_type):
+            continue
+        for returned in statements_in(method.body):
+            if isinstance(returned, ReturnStmt) and returned.expr is not None and not _marked(returned.expr):
+                returned.expr = _wrapped(returned.expr, api)
+
+
+def _wrapped(value: Expression, api: SemanticAnalyzerPluginInterface) -> CallExpr:
+    anything = AnyType(TypeOfAny.special_form)
+    signature = CallableType([anything], [ARG_POS], [None], anything, api.named_type("builtins.function"),
+                             name=RETURNED)
+    call = CallExpr(TempNode(signature), [value], [ARG_POS], [None])
+    call.set_line(value)
+    call.callee.set_line(value)
+    return call
+
+
+def _marked(expr: Expression) -> bool:
+    callee = expr.callee if isinstance(expr, CallExpr) else None
+    return isinstance(callee, TempNode) and getattr(get_proper_type(callee.type), "name", None) == RETURNED
+
+
+def returned_hook(ctx: FunctionContext) -> Type:
+    """The returned value's type as declared where a reinterpretation relates each of its tensors to the
+    declared one; else as it is, so mypy's return error shows the value's own types."""
+    found = ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else ctx.default_return_type
+    method = implementation(ctx.api)
+    if method is None or not isinstance(method.type, CallableType):
+        return found
+    read = _as_declared(found, method.type.ret_type)
+    return read if read is not None else found
+
+
+def _as_declared(found: Type, declared: Type) -> Type | None:
+    """``found`` read as ``declared`` (a tuple item by item); None where some tensor cannot be."""
+    found_proper, declared_proper = get_proper_type(found), get_proper_type(declared)
+    if (isinstance(found_proper, TupleType) and isinstance(declared_proper, TupleType)
+            and len(found_proper.items) == len(declared_proper.items)):
+        items = [_as_declared(f, d) for f, d in zip(found_proper.items, declared_proper.items)]
+        return None if None in items else found_proper.copy_modified(items=items)  # type: ignore[arg-type]
+    candidates = [(member, spmd_of(member)) for member in members(declared)]
+    read = [_member_as_declared(member, candidates) for member in members(found)]
+    return None if None in read else union_of(read)  # type: ignore[arg-type]
+
+
+def _member_as_declared(member: Type, candidates: list[tuple[Type, core.TensorType | None]]) -> Type | None:
+    """The first declared tensor type a returned tensor may be read as (an untyped one: itself); else None."""
+    found = spmd_of(member)
+    if found is None:
+        return member
+    for candidate, declared in candidates:
+        if declared is not None and all(
+            core.returns_as(found_type, declared_type)
+            for axis, declared_type in declared.axes
+            if (found_type := found.get(axis)) is not None
+        ):
+            return candidate
+    return None

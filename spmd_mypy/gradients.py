@@ -21,7 +21,9 @@ An operand carries no gradient when its expression is
 * a local name every assignment in the function gives such a value;
 
 or the code runs under ``torch.no_grad()`` / ``torch.inference_mode()`` (a
-``with`` block or a decorator of the enclosing function), where nothing does.
+``with`` block or a decorator of the enclosing function), or is an autograd
+Function's own ``forward`` or ``backward`` (:mod:`spmd_mypy.function_bodies`),
+where nothing does.
 """
 
 from __future__ import annotations
@@ -63,12 +65,15 @@ NO_GRADIENT_DTYPES = frozenset(
 NO_GRADIENT_CONTEXTS = frozenset({"no_grad", "inference_mode"})
 _TORCH = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.special"})
 _BITWISE = frozenset({"&", "|", "^"})
+FUNCTION = "torch.autograd.function.Function"
+BODIES = ("forward", "backward")
+"""The methods of a ``torch.autograd.Function`` torch runs with gradients off."""
 
 
 def carries_no_gradient(expr: Expression | None, context: Context, api: CheckerPluginInterface) -> bool:
     """Whether the operand ``expr``, at ``context``, never carries a gradient."""
     function = _current_function(api)
-    if _under_no_grad(context, function, api):
+    if _under_no_grad(context, function, api) or implementation(api) is not None:
         return True
     return expr is not None and _Walk(function, api).no_gradient(expr)
 
@@ -139,6 +144,16 @@ def _assigned(block: Block, name: str) -> Iterator[Expression]:
                 yield statement.rvalue
         elif isinstance(statement, ForStmt) and isinstance(statement.index, NameExpr) and statement.index.name == name:
             yield statement.expr  # the items of a gradient-free tensor carry none either
+
+
+def implementation(api: CheckerPluginInterface) -> FuncItem | None:
+    """The ``forward`` or ``backward`` of a ``torch.autograd.Function`` subclass the checker is directly in."""
+    scope = getattr(api, "scope", None)
+    method = scope.current_function() if scope is not None else None
+    if scope is None or method is None or method.name not in BODIES:
+        return None
+    owner = scope.enclosing_class(method)
+    return method if owner is not None and owner.has_base(FUNCTION) else None
 
 
 def _current_function(api: CheckerPluginInterface) -> FuncItem | None:

@@ -39,6 +39,7 @@ from spmd_mypy import (
     config,
     differentiable_collectives,
     errorcodes,
+    function_bodies,
     polymorphism,
     raw_collectives,
     report,
@@ -259,8 +260,10 @@ class SpmdPlugin(Plugin):
             return guarded(backward.autograd_hook(*_AUTOGRAD[fullname]))
         if module == differentiable_collectives.MODULE and name in differentiable_collectives.DIFFERENTIABLE:
             return guarded(differentiable_collectives.differentiable_hook(name, self.config.groups))
+        if fullname == function_bodies.RETURNED:
+            return guarded(function_bodies.returned_hook)
         if module in UNTYPED_MODULES and name in UNTYPED:
-            return guarded(raw_collectives.untyped_collective_hook(name, self.config.groups))
+            return guarded(raw_collectives.untyped_collective_hook(fullname, self.config.groups))
         if module in FUNCTION_MODULES:
             return guarded(calls.function_hook(name, self.config))
         return None
@@ -313,7 +316,7 @@ class SpmdPlugin(Plugin):
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
         if fullname != autograd.FUNCTION:
             return None
-        return guarded(autograd.after_signatures(guarded(autograd.check_backward)))
+        return guarded(autograd.after_signatures(guarded(_autograd_function)))
 
     @functools.lru_cache(maxsize=None)
     def get_class_attribute_hook(self, fullname: str) -> Hook | None:
@@ -331,6 +334,12 @@ class SpmdPlugin(Plugin):
         if name in TENSOR_ATTRIBUTES:
             return guarded(calls.attribute_hook(TENSOR_ATTRIBUTES[name], name, self.config))
         return None
+
+
+def _autograd_function(ctx: ClassDefContext) -> None:
+    """A ``torch.autograd.Function`` subclass: its backward contract checked, its bodies' returns marked."""
+    autograd.check_backward(ctx)
+    function_bodies.mark_returns(ctx.cls, ctx.api)
 
 
 def plugin(version: str) -> type[Plugin]:

@@ -1,7 +1,8 @@
 """Raw torch.distributed collectives on typed tensors: reported as ``spmd-untyped-collective``.
 
 A raw collective changes values the checker cannot track, so its result
-keeps the type its buffer had, which is wrong afterwards.  The report names
+keeps the type its buffer had, which is wrong afterwards: one error, at
+the collective, not one more wherever the value goes.  The report names
 the mesh axis the call's ``group=`` stands for (:mod:`spmd_mypy.groups`)
 and the typed collective to use on it.  In the ``forward`` or ``backward``
 of an autograd Function the raw collective is the implementation instead
@@ -19,7 +20,7 @@ from mypy.types import Type
 from spmd_mypy import errorcodes, report
 from spmd_mypy.collectives import arguments
 from spmd_mypy.config import GroupDeclarations
-from spmd_mypy.function_bodies import follow_buffer, function_body
+from spmd_mypy.function_bodies import collective_result, implementation
 from spmd_mypy.groups import axis_of_group, declaration_for
 from spmd_mypy.representation import has_spmd, spmd_members
 from spmd_stubs import core
@@ -51,7 +52,7 @@ _INPUT_NAMES = ("input_tensor", "input", "tensor", "input_list")
 """The parameter a raw collective reads (its output buffer, where it has one, comes first)."""
 
 
-def untyped_collective_hook(name: str, declared: GroupDeclarations) -> Callable[[FunctionContext], Type]:
+def untyped_collective_hook(fullname: str, declared: GroupDeclarations) -> Callable[[FunctionContext], Type]:
     """A raw torch.distributed collective on a typed tensor: the checker loses track (reported).
 
     The message's axis is the one its ``group=`` stands for
@@ -60,16 +61,15 @@ def untyped_collective_hook(name: str, declared: GroupDeclarations) -> Callable[
     tensor typed on one axis, that axis.  A group that names no axis gets
     the ``groups`` declaration that would name it instead.
     """
+    name = fullname.rpartition(".")[2]
     typed_op = UNTYPED[name]
 
     def hook(ctx: FunctionContext) -> Type:
         tensor_type = _typed_input(ctx)
         if tensor_type is None:
             return ctx.default_return_type
-        body = function_body(ctx)
-        if body is not None:
-            follow_buffer(ctx, name, body, declared)
-            return ctx.default_return_type
+        if implementation(ctx.api) is not None:
+            return collective_result(ctx, fullname, declared)
         group = arguments(ctx).get("group")
         tree: MypyFile = ctx.api.tree  # type: ignore[attr-defined]
         if group is None:

@@ -60,6 +60,7 @@ from spmd_stubs.core.comms import (
     transitions,
 )
 from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target
+from spmd_stubs.core.function_bodies import returns_as
 from spmd_stubs.core.no_gradient import check_write_without_gradient, evaluate_without_gradients
 from spmd_stubs.core.rules import Apply, Arg, Effect, Expr, Linearity, Monotone, evaluate
 
@@ -107,6 +108,7 @@ __all__ = [
     "check_write",
     "check_write_without_gradient",
     "evaluate_without_gradients",
+    "returns_as",
     "check_loss",
     "check_asserted",
 ]

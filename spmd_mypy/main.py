@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from mypy.errors import CompileError
-from mypy.nodes import MypyFile
+from mypy.nodes import MypyFile, TypeInfo
 from mypy.options import Options
 from mypy.plugin import (
     AnalyzeTypeContext,
@@ -314,9 +314,18 @@ class SpmdPlugin(Plugin):
         return self._chained("get_attribute_hook", fullname, self._attribute_hook(fullname))
 
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
-        if fullname != autograd.FUNCTION:
+        if fullname != autograd.FUNCTION and not self._autograd_function_class(fullname):
             return None
         return guarded(autograd.after_signatures(guarded(_autograd_function)))
+
+    def _autograd_function_class(self, fullname: str) -> bool:
+        """Whether ``fullname`` is a class derived from ``torch.autograd.Function`` (a user's own base).
+
+        mypy asks for a base class hook by the direct bases' names only, and
+        takes the first plugin's, so only such names get this plugin's hook.
+        """
+        found = self.lookup_fully_qualified(fullname)
+        return found is not None and isinstance(found.node, TypeInfo) and found.node.has_base(autograd.FUNCTION)
 
     @functools.lru_cache(maxsize=None)
     def get_class_attribute_hook(self, fullname: str) -> Hook | None:

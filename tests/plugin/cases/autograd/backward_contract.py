@@ -120,3 +120,21 @@ class VariadicGradients(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: Tensor[P@tp]) -> Tensor[I@tp]:
         return all_reduce(grads[0], tp, src=P, dst=I)
+
+
+class _MappingBase(torch.autograd.Function):
+    """A project's own base for its Functions (nanotron's style): its subclasses are checked too."""
+
+
+class ThroughAnOwnBase(_MappingBase):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor[I@tp]) -> Tensor[R@tp]:
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor[R@tp]) -> Tensor[I@tp]:  # E: spmd-autograd `ThroughAnOwnBase.backward` parameter 1 (`g`) is R@tp on axis tp
+        return g
+
+
+def through_an_own_base(x: Tensor[I@tp]) -> None:
+    reveal_type(ThroughAnOwnBase.apply(x))  # N: Tensor[R@tp]

@@ -29,9 +29,10 @@ import configparser
 import os
 import re
 import tomllib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 SECTION = "spmd_mypy"
 _TRUE = {"1", "true", "yes", "on"}
@@ -78,11 +79,30 @@ class Config:
         return {**asdict(self), "groups": self.groups.as_dict()}
 
 
+_OVERRIDES: dict[str, bool] = {}
+
+
+@contextmanager
+def overriding(**flags: bool) -> Iterator[None]:
+    """Within the block, these flags as given whatever the config file says (a tool's in-process run:
+    the coverage report checks in ``strict`` mode).  They are part of the settings mypy's cache keys on."""
+    unknown = set(flags) - set(_FLAGS)
+    if unknown:
+        raise ValueError(f"not a flag of [{SECTION}]: {', '.join(sorted(unknown))}")
+    saved = dict(_OVERRIDES)
+    _OVERRIDES.update(flags)
+    try:
+        yield
+    finally:
+        _OVERRIDES.clear()
+        _OVERRIDES.update(saved)
+
+
 def load(config_file: str | None) -> Config:
     """Read the settings from mypy's config file (defaults where absent); :class:`ConfigError` if one is bad."""
     section = _section(config_file, SECTION)
     flags = {key: _flag(key, section[key]) for key in _FLAGS if key in section}
-    return Config(**flags, groups=parse_groups(section.get("groups", {})))
+    return Config(**{**flags, **_OVERRIDES}, groups=parse_groups(section.get("groups", {})))
 
 
 _CONFIG_NAMES = ("mypy.ini", ".mypy.ini", "pyproject.toml", "setup.cfg")

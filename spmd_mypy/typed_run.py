@@ -1,0 +1,104 @@
+"""One mypy run with the plugin, in this process, keeping what it inferred: the tools' view of the checker.
+
+The coverage report and annotation inference read the same thing mypy
+checks: every expression's type (SPMD types included) in the given files,
+their trees, and the diagnostics.  The files themselves are always checked
+again (given to mypy as text, so no cached result stands in for them);
+everything they import (torch above all) comes from the cache as usual.
+
+>>> run = check([Path("examples/mlp/tp_mlp.py")])  # doctest: +SKIP
+>>> run.diagnostics, len(run.types)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from mypy import build
+from mypy.build import BuildSource
+from mypy.fscache import FileSystemCache
+from mypy.main import process_options
+from mypy.nodes import Expression, MypyFile
+from mypy.types import Type
+
+from spmd_mypy import config
+
+__all__ = ["Diagnostic", "TypedRun", "check"]
+
+_DIAGNOSTIC = re.compile(
+    r"^(?P<path>[^:]+):(?P<line>\d+):(?:(?P<column>\d+):)? (?P<severity>error|note): (?P<message>.*?)"
+    r"(?:  \[(?P<code>[a-z0-9-]+)\])?$"
+)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One line of mypy's report."""
+
+    path: str
+    line: int
+    column: int | None
+    severity: str
+    message: str
+    code: str | None
+
+    @classmethod
+    def parse(cls, line: str) -> "Diagnostic | None":
+        found = _DIAGNOSTIC.match(line)
+        if found is None:
+            return None
+        column = found["column"]
+        return cls(found["path"], int(found["line"]), int(column) if column else None, found["severity"],
+                   found["message"], found["code"])
+
+
+@dataclass
+class TypedRun:
+    """What one run inferred for the checked files."""
+
+    diagnostics: list[Diagnostic]
+    trees: dict[str, MypyFile]
+    """The checked files' trees, by module name."""
+    types: dict[Expression, Type]
+    """Every expression's type in those trees (mypy's type map; on a cold cache, of every module it checked)."""
+
+    def type_of(self, expr: Expression) -> Type | None:
+        return self.types.get(expr)
+
+
+def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Path | None = None,
+          flags: Sequence[str] = (), strict: bool | None = None) -> TypedRun:
+    """Check ``paths`` (files or directories) as ``mypy [flags] --config-file F PATH...`` would.
+
+    ``config_file`` None: the one mypy finds from the current directory.
+    ``strict`` True or False: the plugin's ``strict`` setting as given, not
+    as the config file says.  Raises :class:`mypy.errors.CompileError` where
+    mypy stops (a bad configuration, a syntax error), with mypy's messages.
+    """
+    arguments = [*flags, "--show-column-numbers", "--show-error-codes", "--no-pretty", "--hide-error-context",
+                 "--no-error-summary"]
+    if config_file is not None:
+        arguments += ["--config-file", str(config_file)]
+    if cache_dir is not None:
+        arguments += ["--cache-dir", str(cache_dir)]
+    fscache = FileSystemCache()
+    sources, options = process_options([*arguments, *map(str, paths)], fscache=fscache)
+    options.export_types = True
+    options.preserve_asts = True
+    checked = [_as_text(source) for source in sources]
+    with config.overriding(**({} if strict is None else {"strict": strict})):
+        result = build.build(checked, options, fscache=fscache)
+    modules = {source.module for source in checked}
+    trees = {name: state.tree for name, state in result.graph.items() if name in modules and state.tree is not None}
+    diagnostics = [d for d in map(Diagnostic.parse, result.errors) if d is not None]
+    return TypedRun(diagnostics, trees, dict(result.types))
+
+
+def _as_text(source: BuildSource) -> BuildSource:
+    """The source with its text, so mypy checks it again rather than trusting its cache entry."""
+    if source.path is None or source.text is not None:
+        return source
+    return BuildSource(source.path, source.module, Path(source.path).read_text(), source.base_dir, source.followed)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from mypy import build
 from mypy.build import BuildSource
@@ -70,8 +70,12 @@ class TypedRun:
 
 
 def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Path | None = None,
-          flags: Sequence[str] = (), strict: bool | None = None) -> TypedRun:
+          flags: Sequence[str] = (), strict: bool | None = None,
+          texts: Mapping[Path, str] | None = None) -> TypedRun:
     """Check ``paths`` (files or directories) as ``mypy [flags] --config-file F PATH...`` would.
+
+    ``texts`` gives the source of some of those files (by resolved path) in
+    place of what is on disk: a tool checks its edits without writing them.
 
     ``config_file`` None: the one mypy finds from the current directory.
     ``strict`` True or False: the plugin's ``strict`` setting as given, not
@@ -88,7 +92,7 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
     sources, options = process_options([*arguments, *map(str, paths)], fscache=fscache)
     options.export_types = True
     options.preserve_asts = True
-    checked = [_as_text(source) for source in sources]
+    checked = [_as_text(source, texts or {}) for source in sources]
     with config.overriding(**({} if strict is None else {"strict": strict})):
         result = build.build(checked, options, fscache=fscache)
     modules = {source.module for source in checked}
@@ -97,8 +101,11 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
     return TypedRun(diagnostics, trees, dict(result.types))
 
 
-def _as_text(source: BuildSource) -> BuildSource:
+def _as_text(source: BuildSource, texts: Mapping[Path, str]) -> BuildSource:
     """The source with its text, so mypy checks it again rather than trusting its cache entry."""
     if source.path is None or source.text is not None:
         return source
-    return BuildSource(source.path, source.module, Path(source.path).read_text(), source.base_dir, source.followed)
+    path = Path(source.path)
+    text = texts.get(path.resolve())
+    return BuildSource(source.path, source.module, path.read_text() if text is None else text, source.base_dir,
+                       source.followed)

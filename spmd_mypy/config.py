@@ -3,9 +3,11 @@
 Keys:
 
 ``strict`` (default false)
-    Report ops the checker does not model when they get a typed tensor
-    (``spmd-unmodelled``), and operands that do not mention an axis the other
-    operands of the same op do (``spmd-missing-axis``).
+    Report every place a typed value loses its SPMD type: ops the checker
+    does not model (``spmd-unmodelled``), operands that do not mention an
+    axis the other operands of the same op do (``spmd-missing-axis``), and
+    boundaries that forget it (``spmd-untyped-boundary``,
+    :mod:`spmd_mypy.untyped_boundaries`).
 ``allow_redefinition`` (default true)
     Turn on mypy's flexible redefinition so ``x = all_reduce(x, ...)`` may
     give ``x`` a new SPMD type, unless the user's own mypy settings decide

@@ -3,7 +3,7 @@
 So ``# type: ignore[spmd-partial-mul]`` silences one rule and
 ``--disable-error-code spmd`` (or ``# type: ignore[spmd]``) all of them.
 The rule codes are the algebra's :class:`~spmd_stubs.core.Code`; the
-plugin adds four of its own.
+plugin adds five of its own.
 """
 
 from mypy.errorcodes import ErrorCode
@@ -27,4 +27,8 @@ INTERNAL = ErrorCode(
 )
 AUTOGRAD = ErrorCode(
     "spmd-autograd", "An autograd Function's backward is not the dual of its forward", "SPMD", sub_code_of=SPMD
+)
+UNTYPED_BOUNDARY = ErrorCode(
+    "spmd-untyped-boundary", "A typed value flows into a place that forgets its SPMD type (strict)", "SPMD",
+    sub_code_of=SPMD,
 )

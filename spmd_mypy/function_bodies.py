@@ -27,31 +27,20 @@ is I on the axis (and nowhere R), else R.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from mypy.checker import TypeChecker
-from mypy.nodes import (
-    ARG_POS,
-    CallExpr,
-    ClassDef,
-    Decorator,
-    Expression,
-    FuncDef,
-    FuncItem,
-    MypyFile,
-    NameExpr,
-    ReturnStmt,
-    TempNode,
-)
-from mypy.plugin import FunctionContext, SemanticAnalyzerPluginInterface
-from mypy.types import AnyType, CallableType, TupleType, Type, TypeOfAny, get_proper_type
+from mypy.nodes import Expression, FuncDef, FuncItem, MypyFile, NameExpr
+from mypy.plugin import FunctionContext
+from mypy.types import CallableType, TupleType, Type, get_proper_type
 
+from spmd_mypy import untyped_boundaries
 from spmd_mypy.collectives import Request, apply, arguments, int_value, sums
 from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.global_mode import regions
-from spmd_mypy.gradients import BODIES, implementation
+from spmd_mypy.gradients import BODIES, FUNCTION, implementation
 from spmd_mypy.groups import axis_of_group
 from spmd_mypy.representation import members, result_type, spmd_members, spmd_of, typed_tensors_in, union_of
-from spmd_mypy.statements import statements_in
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, Shard, SpmdTypeError, Varying
 
@@ -157,53 +146,37 @@ def _destination(dst: AxisType, method: FuncItem | None, axis: str) -> AxisType:
 # Returns: the value as declared where a reinterpretation relates them
 # --------------------------------------------------------------------------
 
-RETURNED = "spmd_mypy.function_bodies.returned"
-"""The name the checker gives the wrapper around a Function body's returned values."""
+def wraps_returns(function: FuncDef) -> bool:
+    """Whether ``function`` is a Function's ``forward``/``backward`` whose declared result has SPMD types:
+    its returned values are judged by :func:`returned_hook` (:mod:`spmd_mypy.wrappers`)."""
+    owner = function.info
+    return (function.name in BODIES and owner is not None and owner.has_base(FUNCTION)
+            and isinstance(function.type, CallableType) and bool(typed_tensors_in(function.type.ret_type)))
 
 
-def mark_returns(defn: ClassDef, api: SemanticAnalyzerPluginInterface) -> None:
-    """Wrap every value ``forward``/``backward`` return in a call :func:`returned_hook` types.
+def returned_hook(strict: bool) -> Callable[[FunctionContext], Type]:
+    """Hook for ``<returned>(value)``: a Function body's value as declared where a reinterpretation relates
+    each of its tensors to the declared one, else as it is (so mypy's return error shows the value's own
+    types); elsewhere, in strict mode, a typed value returned where the declared return forgets it."""
 
-    The wrapper exists only in mypy's tree, at the returned expression's
-    position: a call whose callee is a typed stand-in (no name for the
-    semantic analyser to look up again when the daemon re-analyses the
-    method, which also finds the wrapper already there).
-    """
-    for statement in defn.defs.body:
-        method = statement.func if isinstance(statement, Decorator) else statement
-        if not isinstance(method, FuncDef) or method.name not in BODIES:
-            continue
-        if not isinstance(method.type, CallableType) or not typed_tensors_in(method.type.ret_type):
-            continue
-        for returned in statements_in(method.body):
-            if isinstance(returned, ReturnStmt) and returned.expr is not None and not _marked(returned.expr):
-                returned.expr = _wrapped(returned.expr, api)
-
-
-def _wrapped(value: Expression, api: SemanticAnalyzerPluginInterface) -> CallExpr:
-    anything = AnyType(TypeOfAny.special_form)
-    signature = CallableType([anything], [ARG_POS], [None], anything, api.named_type("builtins.function"),
-                             name=RETURNED)
-    call = CallExpr(TempNode(signature), [value], [ARG_POS], [None])
-    call.set_line(value)
-    call.callee.set_line(value)
-    return call
-
-
-def _marked(expr: Expression) -> bool:
-    callee = expr.callee if isinstance(expr, CallExpr) else None
-    return isinstance(callee, TempNode) and getattr(get_proper_type(callee.type), "name", None) == RETURNED
-
-
-def returned_hook(ctx: FunctionContext) -> Type:
-    """The returned value's type as declared where a reinterpretation relates each of its tensors to the
-    declared one; else as it is, so mypy's return error shows the value's own types."""
-    found = ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else ctx.default_return_type
-    method = implementation(ctx.api)
-    if method is None or not isinstance(method.type, CallableType):
+    def hook(ctx: FunctionContext) -> Type:
+        found = ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else ctx.default_return_type
+        method = implementation(ctx.api)
+        if method is not None and isinstance(method.type, CallableType):
+            read = _as_declared(found, method.type.ret_type)
+            return read if read is not None else found
+        function = _current_function(ctx)
+        if strict and function is not None:
+            untyped_boundaries.check_return(ctx, function, found)
         return found
-    read = _as_declared(found, method.type.ret_type)
-    return read if read is not None else found
+
+    return hook
+
+
+def _current_function(ctx: FunctionContext) -> FuncDef | None:
+    scope = getattr(ctx.api, "scope", None)
+    function = scope.current_function() if scope is not None else None
+    return function if isinstance(function, FuncDef) else None
 
 
 def _as_declared(found: Type, declared: Type) -> Type | None:
@@ -218,7 +191,7 @@ def _as_declared(found: Type, declared: Type) -> Type | None:
     return None if None in read else union_of(read)  # type: ignore[arg-type]
 
 
-def _member_as_declared(member: Type, candidates: list[tuple[Type, core.TensorType | None]]) -> Type | None:
+def _member_as_declared(member: Type, candidates: Sequence[tuple[Type, core.TensorType | None]]) -> Type | None:
     """The first declared tensor type a returned tensor may be read as (an untyped one: itself); else None."""
     found = spmd_of(member)
     if found is None:

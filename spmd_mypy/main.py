@@ -29,6 +29,7 @@ from mypy.plugin import (
     ReportConfigContext,
 )
 from mypy.plugins.default import DefaultPlugin
+from mypy.semanal import SemanticAnalyzer
 from mypy.types import AnyType, TypeOfAny
 
 from spmd_mypy import (
@@ -45,6 +46,8 @@ from spmd_mypy import (
     report,
     scalars,
     signatures,
+    untyped_boundaries,
+    wrappers,
 )
 from spmd_mypy.annotations import SHARD, SPMD_TENSOR, analyze_spmd_tensor, forget_source, shard_outside_tensor
 from spmd_mypy.collectives import (
@@ -56,6 +59,7 @@ from spmd_mypy.collectives import (
     TYPED_OPS,
 )
 from spmd_mypy.global_mode import boundaries, refine, regions
+from spmd_mypy.gradients import FUNCTION
 from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, RETURN_TYPES
 from spmd_mypy.raw_collectives import UNTYPED, UNTYPED_MODULES
 from spmd_mypy.representation import TENSOR, add_hidden_parameter
@@ -232,7 +236,8 @@ class SpmdPlugin(Plugin):
     @functools.lru_cache(maxsize=None)
     def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Any] | None:
         if fullname == SPMD_TENSOR:
-            return guarded(analyze_spmd_tensor)
+            return guarded(_after_analysis(analyze_spmd_tensor, self._wrap)) if self.config.strict else guarded(
+                analyze_spmd_tensor)
         if fullname == SHARD:
             return guarded(shard_outside_tensor)
         return None
@@ -260,13 +265,31 @@ class SpmdPlugin(Plugin):
             return guarded(backward.autograd_hook(*_AUTOGRAD[fullname]))
         if module == differentiable_collectives.MODULE and name in differentiable_collectives.DIFFERENTIABLE:
             return guarded(differentiable_collectives.differentiable_hook(name, self.config.groups))
-        if fullname == function_bodies.RETURNED:
-            return guarded(function_bodies.returned_hook)
+        if fullname == wrappers.RETURNED:
+            return guarded(function_bodies.returned_hook(self.config.strict))
+        if fullname == wrappers.THIRD_PARTY:
+            return guarded(untyped_boundaries.third_party_hook)
         if module in UNTYPED_MODULES and name in UNTYPED:
             return guarded(raw_collectives.untyped_collective_hook(fullname, self.config.groups))
         if module in FUNCTION_MODULES:
             return guarded(calls.function_hook(name, self.config))
-        return None
+        return self._boundary_hook(fullname)
+
+    def _boundary_hook(self, fullname: str) -> Callable[[Any], Any] | None:
+        """Strict mode: a call of a function or method outside torch, checked for parameters that forget types."""
+        if not self.config.strict or fullname.startswith(_NO_POLYMORPHISM):
+            return None
+        return guarded(untyped_boundaries.call_hook(fullname))
+
+    def _wrap(self, analyzer: SemanticAnalyzer) -> None:
+        """Have the module's returns (and, strict, untyped third-party calls) wrapped for their hooks."""
+        strict = self.config.strict
+        wrappers.schedule(
+            analyzer,
+            lambda function: function_bodies.wraps_returns(function)
+            or (strict and untyped_boundaries.forgets_return(function)),
+            third_party=strict,
+        )
 
     @functools.lru_cache(maxsize=None)
     def get_function_signature_hook(self, fullname: str) -> Hook | None:
@@ -306,17 +329,17 @@ class SpmdPlugin(Plugin):
         if union_operator is not None:
             return guarded(calls.method_hook(union_operator, self.config))
         if fullname.endswith(".__call__") and not fullname.startswith(("builtins.", "typing.")):
-            return guarded(polymorphism.module_call)
-        return None
+            return guarded(polymorphism.module_call_hook(self.config.strict))
+        return self._boundary_hook(fullname)
 
     @functools.lru_cache(maxsize=None)
     def get_attribute_hook(self, fullname: str) -> Hook | None:
         return self._chained("get_attribute_hook", fullname, self._attribute_hook(fullname))
 
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
-        if fullname != autograd.FUNCTION and not self._autograd_function_class(fullname):
+        if fullname != FUNCTION and not self._autograd_function_class(fullname):
             return None
-        return guarded(autograd.after_signatures(guarded(_autograd_function)))
+        return guarded(_after_analysis(autograd.after_signatures(guarded(autograd.check_backward)), self._wrap))
 
     def _autograd_function_class(self, fullname: str) -> bool:
         """Whether ``fullname`` is a class derived from ``torch.autograd.Function`` (a user's own base).
@@ -325,7 +348,7 @@ class SpmdPlugin(Plugin):
         takes the first plugin's, so only such names get this plugin's hook.
         """
         found = self.lookup_fully_qualified(fullname)
-        return found is not None and isinstance(found.node, TypeInfo) and found.node.has_base(autograd.FUNCTION)
+        return found is not None and isinstance(found.node, TypeInfo) and found.node.has_base(FUNCTION)
 
     @functools.lru_cache(maxsize=None)
     def get_class_attribute_hook(self, fullname: str) -> Hook | None:
@@ -345,10 +368,17 @@ class SpmdPlugin(Plugin):
         return None
 
 
-def _autograd_function(ctx: ClassDefContext) -> None:
-    """A ``torch.autograd.Function`` subclass: its backward contract checked, its bodies' returns marked."""
-    autograd.check_backward(ctx)
-    function_bodies.mark_returns(ctx.cls, ctx.api)
+def _after_analysis(hook: Callable[[Any], Any], wrap: Callable[[SemanticAnalyzer], None]) -> Callable[[Any], Any]:
+    """``hook``, then the current module's wrappers scheduled (:mod:`spmd_mypy.wrappers`)."""
+
+    def run(ctx: Any) -> Any:
+        result = hook(ctx)
+        analyzer = getattr(ctx.api, "api", ctx.api)  # a type analyser's semantic analyser, or the analyser itself
+        if isinstance(analyzer, SemanticAnalyzer):
+            wrap(analyzer)
+        return result
+
+    return run
 
 
 def plugin(version: str) -> type[Plugin]:

@@ -17,12 +17,14 @@ the extra axis, or only one argument carrying it, pass it through unchanged.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from mypy.nodes import Decorator, FuncDef, TypeInfo
 from mypy.plugin import FunctionSigContext, MethodContext, MethodSigContext
 from mypy.typeops import bind_self
 from mypy.types import CallableType, FunctionLike, Instance, Type, get_proper_type
 
-from spmd_mypy import report
+from spmd_mypy import report, untyped_boundaries
 from spmd_mypy.inference import type_of
 from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, typed_tensors_in, union_of, with_spmd
 from spmd_stubs import core
@@ -112,27 +114,35 @@ class _AddAxes(TensorTranslator):
         return with_spmd(t, TensorType.of({**self.passed, **declared.as_dict()}))
 
 
-def module_call(ctx: MethodContext) -> Type:
+def module_call_hook(strict: bool) -> Callable[[MethodContext], Type]:
     """``module(x)``: nn.Module.__call__ returns Any; check the call against ``forward`` instead.
 
     Only where SPMD types are involved (``forward`` declares them, or a typed
     tensor is passed): elsewhere mypy's own verdict on the call stands, so
-    the plugin changes nothing on untyped modules.
+    the plugin changes nothing on untyped modules.  In strict mode a typed
+    tensor passed to a module whose ``forward`` has no annotations is reported
+    (:func:`spmd_mypy.untyped_boundaries.unannotated_module`).
     """
-    receiver = get_proper_type(ctx.type)
-    if not isinstance(receiver, Instance) or not _calls_module_call(receiver):
-        return ctx.default_return_type
-    forward = _forward_type(receiver)
-    if forward is None or not _involves_spmd(forward, ctx.arg_types):
-        return ctx.default_return_type
-    args = [e for group in ctx.args for e in group]
-    kinds = [k for group in ctx.arg_kinds for k in group]
-    names = [n for group in ctx.arg_names for n in group]
-    checker = ctx.api.expr_checker  # type: ignore[attr-defined]
-    name = f"{receiver.type.fullname}.forward"
-    callee = checker.transform_callee_type(name, forward, args, kinds, ctx.context, names, receiver)
-    result, _ = checker.check_call(callee, args, kinds, ctx.context, names, callable_name=name, object_type=receiver)
-    return result  # type: ignore[no-any-return]
+
+    def hook(ctx: MethodContext) -> Type:
+        receiver = get_proper_type(ctx.type)
+        if not isinstance(receiver, Instance) or not _calls_module_call(receiver):
+            return ctx.default_return_type
+        forward = _forward_type(receiver)
+        if forward is None and strict and receiver.type.get("forward") is not None:
+            untyped_boundaries.unannotated_module(ctx, receiver)
+        if forward is None or not _involves_spmd(forward, ctx.arg_types):
+            return ctx.default_return_type
+        args = [e for group in ctx.args for e in group]
+        kinds = [k for group in ctx.arg_kinds for k in group]
+        names = [n for group in ctx.arg_names for n in group]
+        checker = ctx.api.expr_checker  # type: ignore[attr-defined]
+        name = f"{receiver.type.fullname}.forward"
+        callee = checker.transform_callee_type(name, forward, args, kinds, ctx.context, names, receiver)
+        result, _ = checker.check_call(callee, args, kinds, ctx.context, names, callable_name=name, object_type=receiver)
+        return result  # type: ignore[no-any-return]
+
+    return hook
 
 
 def _involves_spmd(forward: FunctionLike, arg_types: list[list[Type]]) -> bool:

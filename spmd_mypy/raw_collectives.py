@@ -20,7 +20,8 @@ from mypy.types import Type
 from spmd_mypy import errorcodes, report
 from spmd_mypy.collectives import arguments
 from spmd_mypy.config import GroupDeclarations
-from spmd_mypy.function_bodies import collective_result, implementation
+from spmd_mypy.function_bodies import collective_result
+from spmd_mypy.gradients import implementation
 from spmd_mypy.groups import axis_of_group, declaration_for
 from spmd_mypy.representation import has_spmd, spmd_members
 from spmd_stubs import core

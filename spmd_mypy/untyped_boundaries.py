@@ -1,13 +1,36 @@
 """Where a typed value flows into a place that forgets its SPMD type: ``spmd-untyped-boundary`` (strict).
 
-Every such place is one of :class:`Boundary`'s kinds, and every message
-names it in the same words (``Boundary.phrase``), so a tool reading mypy's
-report (the coverage report) can tell the kinds apart by :func:`kind_of`.
+A typed tensor's SPMD type is lost, silently without strict mode, where it
+
+* is passed to a parameter that is unannotated, or typed plain
+  ``torch.Tensor`` (a helper, a method, a typed library's function);
+* is passed to a module whose ``forward`` is unannotated (``self.mlp(x)``);
+* is passed to untyped third-party code, a name from an import mypy could
+  not resolve (a kernel such as ``flash_attn_func``): its result is ``Any``;
+* is returned where the declared return is plain ``torch.Tensor``, or is
+  missing in a function that annotates its parameters (callers get ``Any``).
+
+A fully unannotated function's body is not checked: what it loses is
+reported where typed values go in, at its calls.  Every message names its
+kind of place in the same words (:attr:`Boundary.phrase`), so a tool reading
+mypy's report (the coverage report) tells the kinds apart by :func:`kind_of`.
+An explicit ``Any`` is the user's choice and is not reported.
 """
 
 from __future__ import annotations
 
 from enum import Enum
+from typing import Callable, Union
+
+from mypy.messages import format_type_bare
+from mypy.nodes import CallExpr, Context, Expression, FuncDef, MemberExpr, NameExpr
+from mypy.plugin import CheckerPluginInterface, FunctionContext, MethodContext
+from mypy.types import AnyType, CallableType, Instance, TupleType, Type, TypeOfAny, get_proper_type
+
+from spmd_mypy import errorcodes, report
+from spmd_mypy.representation import members, spmd_of, tensor_instance, typed_tensors_in
+
+CallContext = Union[FunctionContext, MethodContext]
 
 
 class Boundary(Enum):
@@ -15,10 +38,9 @@ class Boundary(Enum):
 
     UNANNOTATED_PARAMETER = "unannotated parameter"
     PLAIN_PARAMETER = "parameter typed plain torch.Tensor"
-    UNANNOTATED_RESULT = "unannotated result"
-    PLAIN_RESULT = "result typed plain torch.Tensor"
-    THIRD_PARTY = "untyped third-party call"
     UNANNOTATED_MODULE = "module with an unannotated forward"
+    THIRD_PARTY = "untyped third-party call"
+    UNANNOTATED_RETURN = "unannotated return"
     PLAIN_RETURN = "return typed plain torch.Tensor"
 
     @property
@@ -29,3 +51,147 @@ class Boundary(Enum):
 def kind_of(message: str) -> Boundary | None:
     """The kind of boundary an ``spmd-untyped-boundary`` message reports."""
     return next((kind for kind in Boundary if kind.phrase in message), None)
+
+
+def _fail(api: CheckerPluginInterface, context: Context, message: str) -> None:
+    report.fail(api, context, message, errorcodes.UNTYPED_BOUNDARY)
+
+
+def _shown(typ: Type, api: CheckerPluginInterface) -> str:
+    return format_type_bare(typ, api.options)
+
+
+# --------------------------------------------------------------------------
+# Calls: arguments bound to parameters that forget their types
+# --------------------------------------------------------------------------
+
+
+def call_hook(fullname: str) -> Callable[[CallContext], Type]:
+    """A call of a function or method outside torch (strict): typed arguments its parameters forget."""
+    name = fullname.rpartition(".")[2]
+
+    def hook(ctx: CallContext) -> Type:
+        signature = _callee_signature(ctx)
+        if signature is not None and isinstance(ctx.context, CallExpr):
+            _check_arguments(ctx, name, signature)
+        return ctx.default_return_type
+
+    return hook
+
+
+def _callee_signature(ctx: CallContext) -> CallableType | None:
+    """The callee's signature as mypy bound it (``self`` dropped for a method), where it is one."""
+    callee = ctx.context.callee if isinstance(ctx.context, CallExpr) else None
+    found = ctx.api.lookup_type_or_none(callee) if callee is not None else None  # type: ignore[attr-defined]
+    proper = get_proper_type(found) if found is not None else None
+    return proper if isinstance(proper, CallableType) else None
+
+
+def _check_arguments(ctx: CallContext, name: str, signature: CallableType) -> None:
+    lost = [(formal_name, typ, kind)
+            for formal, formal_name, types in zip(signature.arg_types, ctx.callee_arg_names, ctx.arg_types)
+            if (kind := _forgets(formal)) is not None
+            for typ in types if typed_tensors_in(typ)]
+    if not lost:
+        return
+    kind = lost[0][2]
+    taken = ", ".join(f"{_shown(typ, ctx.api)} as `{formal}`" for formal, typ, _ in lost)
+    untyped = signature.implicit
+    consequence = f"; `{name}` has no annotations, so its result is unknown as well" if untyped else ""
+    annotate = ", ".join(f"`{formal}: {_shown(typ, ctx.api)}`" for formal, typ, _ in lost)
+    fix = f"annotate {annotate}" + (f" and `{name}`'s return" if untyped else "")
+    _fail(ctx.api, ctx.context,
+          f"`{name}` takes {taken}, {kind.phrase}{consequence}. Fix: {fix} (`spmd-migrate --infer` "
+          "writes such annotations; for code you do not own, an overlay: docs/third_party.md).")
+
+
+def _forgets(formal: Type) -> Boundary | None:
+    """The kind of parameter that forgets a typed argument's SPMD type; None where it keeps it."""
+    proper = get_proper_type(formal)
+    if isinstance(proper, AnyType):
+        return Boundary.UNANNOTATED_PARAMETER if proper.type_of_any == TypeOfAny.unannotated else None
+    if any(tensor_instance(member) is not None and spmd_of(member) is None for member in members(formal)):
+        return Boundary.PLAIN_PARAMETER
+    return None
+
+
+def unannotated_module(ctx: MethodContext, receiver: Instance) -> None:
+    """``module(x)`` with a typed ``x`` where the module's ``forward`` has no annotations (strict)."""
+    typed = [typ for types in ctx.arg_types for typ in types if typed_tensors_in(typ)]
+    if typed:
+        name = receiver.type.name
+        _fail(ctx.api, ctx.context,
+              f"`{name}` takes {', '.join(_shown(t, ctx.api) for t in typed)}, {Boundary.UNANNOTATED_MODULE.phrase}: "
+              f"`{name}.forward` has no annotations, so the result is unknown. Fix: annotate `{name}.forward`'s "
+              "parameters and return with SPMD types (`spmd-migrate --infer` writes them).")
+
+
+# --------------------------------------------------------------------------
+# Calls of untyped third-party code (wrapped: spmd_mypy.wrappers)
+# --------------------------------------------------------------------------
+
+
+def third_party_hook(ctx: FunctionContext) -> Type:
+    """``<third_party>(kernel(q, k))``: the typed arguments an ``Any`` callee swallows (strict)."""
+    call = ctx.args[0][0] if ctx.args and ctx.args[0] else None
+    if not isinstance(call, CallExpr):
+        return ctx.default_return_type
+    found = ctx.arg_types[0][0]
+    callee = ctx.api.lookup_type_or_none(call.callee)  # type: ignore[attr-defined]
+    if callee is None or not isinstance(get_proper_type(callee), AnyType):
+        return found
+    typed = [(argument, typ) for argument in call.args
+             if (typ := ctx.api.lookup_type_or_none(argument)) is not None  # type: ignore[attr-defined]
+             and typed_tensors_in(typ)]
+    if typed:
+        name = _dotted(call.callee)
+        taken = ", ".join(_shown(typ, ctx.api) for _, typ in typed)
+        _fail(ctx.api, call,
+              f"`{name}` takes {taken}, {Boundary.THIRD_PARTY.phrase}: mypy could not resolve its import, so it "
+              f"is Any and its result is unknown. Fix: give `{name}` SPMD types in a stub (a .pyi on mypy_path "
+              "whose parameters and return are spmd_stubs.Tensor[...]) or an overlay (docs/third_party.md), "
+              "or state the result's type with assert_type(result, <type>@<axis>).")
+    return found
+
+
+def _dotted(callee: Expression) -> str:
+    if isinstance(callee, MemberExpr):
+        return f"{_dotted(callee.expr)}.{callee.name}"
+    return callee.name if isinstance(callee, NameExpr) else "the callee"
+
+
+# --------------------------------------------------------------------------
+# Returns (wrapped: spmd_mypy.wrappers)
+# --------------------------------------------------------------------------
+
+
+def forgets_return(function: FuncDef) -> bool:
+    """Whether ``function`` declares a return that forgets SPMD types: plain ``torch.Tensor`` in it,
+    or none where it annotates its parameters (its body is checked, its callers get ``Any``)."""
+    signature = function.type
+    if not isinstance(signature, CallableType) or function.name == "__init__":
+        return False
+    declared = get_proper_type(signature.ret_type)
+    if isinstance(declared, AnyType):
+        return declared.type_of_any == TypeOfAny.unannotated
+    return _has_plain_tensor(declared)
+
+
+def _has_plain_tensor(typ: Type) -> bool:
+    proper = get_proper_type(typ)
+    if isinstance(proper, TupleType):
+        return any(_has_plain_tensor(item) for item in proper.items)
+    return any(tensor_instance(member) is not None and spmd_of(member) is None for member in members(proper))
+
+
+def check_return(ctx: FunctionContext, function: FuncDef, value: Type) -> None:
+    """``return value`` with a typed ``value`` in a function whose declared return forgets it (strict)."""
+    if not typed_tensors_in(value) or not isinstance(function.type, CallableType):
+        return
+    declared = get_proper_type(function.type.ret_type)
+    kind = Boundary.UNANNOTATED_RETURN if isinstance(declared, AnyType) else Boundary.PLAIN_RETURN
+    shown = _shown(value, ctx.api)
+    _fail(ctx.api, ctx.args[0][0] if ctx.args and ctx.args[0] else ctx.context,
+          f"`{function.name}` returns {shown}, {kind.phrase}, so its callers get no SPMD type. "
+          f"Fix: annotate the return `-> {shown}`.")
+

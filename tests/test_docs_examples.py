@@ -41,8 +41,10 @@ def test_documented_output_is_the_checkers(name: str, program: str, output: str,
                                            pytestconfig: pytest.Config) -> None:
     (tmp_path / "t.py").write_text(program)
     config = tmp_path / "mypy.ini"
-    # A documented note that carries a fix as an edit is printed with the setting that asks for it.
-    config.write_text(config_text("[spmd_mypy]\nshow_fixes = true\n" if "Fix as an edit" in output else ""))
+    # Documented output that only a setting prints (a fix as an edit; a strict-only code) is checked with it.
+    settings = {"show_fixes": "Fix as an edit" in output,
+                "strict": any(f"[{code}]" in output for code in ("spmd-untyped-boundary", "spmd-unmodelled"))}
+    config.write_text(config_text("[spmd_mypy]\n" + "".join(f"{key} = true\n" for key, on in settings.items() if on)))
     cache = pytestconfig.cache.mkdir("docs-examples-mypy") if pytestconfig.cache else tmp_path / "cache"
     printed = run_mypy([Path("t.py")], config, cache, cwd=tmp_path)
     assert _words(printed) == _words(output), printed

@@ -49,7 +49,8 @@ def summary(path: Path) -> str:
 def codes() -> list[str]:
     return [
         c.code
-        for c in (*errorcodes.BY_RULE.values(), errorcodes.UNMODELLED, errorcodes.MISSING_AXIS, errorcodes.AUTOGRAD)
+        for c in (*errorcodes.BY_RULE.values(), errorcodes.UNMODELLED, errorcodes.MISSING_AXIS, errorcodes.AUTOGRAD,
+                  errorcodes.UNTYPED_BOUNDARY)
     ]
 
 

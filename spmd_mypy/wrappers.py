@@ -1,0 +1,146 @@
+"""Calls the checker puts around expressions in mypy's tree, so a hook sees what no hook would.
+
+mypy has no hook for a ``return`` statement, nor for a call of an ``Any``
+callee (untyped third-party code).  After a module's semantic analysis the
+plugin wraps those expressions in a call of a typed stand-in, at the
+expression's own position, whose function hook judges them:
+
+* ``return value`` -> ``return <returned>(value)`` in an autograd
+  Function's ``forward``/``backward`` (:mod:`spmd_mypy.function_bodies`)
+  and, in strict mode, in a function whose declared return forgets SPMD
+  types (:mod:`spmd_mypy.untyped_boundaries`);
+* ``kernel(q, k)`` -> ``<third_party>(kernel(q, k))`` where ``kernel`` comes
+  from an import mypy could not resolve, in strict mode.
+
+The wrapper exists only in mypy's tree (never in the source or the cache).
+Its callee is an expression with a type of its own, not a name: when the
+daemon re-analyses a function it finds the wrapper already there and no
+name to look up again.  It takes ``Any`` and its hook returns the wrapped
+value's type, so the rest of the check is as without it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from mypy.nodes import (
+    ARG_POS,
+    CallExpr,
+    ClassDef,
+    Decorator,
+    Expression,
+    FuncDef,
+    LambdaExpr,
+    MemberExpr,
+    MypyFile,
+    NameExpr,
+    ReturnStmt,
+    Statement,
+    TempNode,
+    Var,
+)
+from mypy.semanal import SemanticAnalyzer
+from mypy.semanal_shared import PRIORITY_FALLBACKS
+from mypy.server.subexpr import get_subexpressions
+from mypy.traverser import all_return_statements
+from mypy.types import AnyType, CallableType, TypeOfAny, get_proper_type
+
+from spmd_mypy.statements import nested_blocks, statements_in
+
+RETURNED = "spmd_mypy.wrappers.returned"
+THIRD_PARTY = "spmd_mypy.wrappers.third_party_call"
+
+WrapsReturns = Callable[[FuncDef], bool]
+
+
+def wrapped(value: Expression, marker: str, analyzer: SemanticAnalyzer) -> CallExpr:
+    """``<marker>(value)`` at ``value``'s position."""
+    anything = AnyType(TypeOfAny.special_form)
+    signature = CallableType([anything], [ARG_POS], [None], anything, analyzer.named_type("builtins.function"),
+                             name=marker)
+    call = CallExpr(TempNode(signature), [value], [ARG_POS], [None])
+    call.set_line(value)
+    call.callee.set_line(value)
+    return call
+
+
+def marked(expr: Expression, marker: str) -> bool:
+    """Whether ``expr`` is a ``<marker>(...)`` wrapper."""
+    callee = expr.callee if isinstance(expr, CallExpr) else None
+    return isinstance(callee, TempNode) and getattr(get_proper_type(callee.type), "name", None) == marker
+
+
+def from_unresolved_import(callee: Expression) -> bool:
+    """Whether the callee is (an attribute of) a name from an import mypy could not resolve: ``Any``."""
+    while isinstance(callee, MemberExpr):
+        callee = callee.expr
+    return isinstance(callee, NameExpr) and isinstance(callee.node, Var) and callee.node.is_suppressed_import
+
+
+_SCHEDULED: set[int] = set()
+"""The modules (by id of their tree) whose wrapping is scheduled for the end of this analysis."""
+
+
+def schedule(analyzer: SemanticAnalyzer, wraps_returns: WrapsReturns, third_party: bool) -> None:
+    """Wrap the current module's expressions (module docstring) once its semantic analysis is done.
+
+    ``wraps_returns`` decides which functions' returns; ``third_party`` whether
+    calls of unresolved imports.  Asked once per analysis of the module: the
+    daemon analyses a module again after an edit, and schedules it again.
+    """
+    tree = analyzer.cur_mod_node
+    if id(tree) in _SCHEDULED:
+        return
+    _SCHEDULED.add(id(tree))
+
+    def patch() -> None:
+        _SCHEDULED.discard(id(tree))
+        _wrap(tree, analyzer, wraps_returns, third_party)
+
+    analyzer.schedule_patch(PRIORITY_FALLBACKS, patch)
+
+
+def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wraps_returns: WrapsReturns, third_party: bool) -> None:
+    # mypy's traversers are compiled traits an interpreted class cannot extend; its compiled
+    # collectors (every return of a function, every subexpression of a node) do the walk.
+    for function in _functions(tree.defs):
+        if wraps_returns(function):
+            for returned in _own_returns(function):
+                if returned.expr is not None and not marked(returned.expr, RETURNED):
+                    returned.expr = wrapped(returned.expr, RETURNED, analyzer)
+    if third_party:
+        calls = [e for e in get_subexpressions(tree) if isinstance(e, CallExpr)]
+        inner = {id(call.args[0]) for call in calls if marked(call, THIRD_PARTY)}
+        for call in calls:
+            if id(call) not in inner and not marked(call, THIRD_PARTY) and from_unresolved_import(call.callee):
+                _wrap_in_place(call, analyzer)
+
+
+def _functions(statements: list[Statement]) -> Iterator[FuncDef]:
+    """Every function and method defined in ``statements``, nested ones too."""
+    for statement in statements:
+        if isinstance(statement, Decorator):
+            statement = statement.func
+        if isinstance(statement, FuncDef):
+            yield statement
+            yield from _functions(list(statements_in(statement.body)))
+        elif isinstance(statement, ClassDef):
+            yield from _functions(statement.defs.body)
+        else:
+            for block in nested_blocks(statement):
+                yield from _functions(block.body)
+
+
+def _own_returns(function: FuncDef) -> list[ReturnStmt]:
+    """The function's return statements, not those of nested functions or lambdas."""
+    lambdas = {id(e.body.body[0]) for e in get_subexpressions(function) if isinstance(e, LambdaExpr) and e.body.body}
+    return [r for r in all_return_statements(function) if id(r) not in lambdas]
+
+
+def _wrap_in_place(call: CallExpr, analyzer: SemanticAnalyzer) -> None:
+    """Turn ``call`` itself into ``<third_party>(call)`` (its parent keeps pointing at the same node)."""
+    inner = CallExpr(call.callee, call.args, call.arg_kinds, call.arg_names, call.analyzed)
+    inner.set_line(call)
+    outer = wrapped(inner, THIRD_PARTY, analyzer)
+    call.callee, call.args, call.arg_kinds, call.arg_names = outer.callee, outer.args, outer.arg_kinds, outer.arg_names
+    call.analyzed = None

@@ -1,0 +1,69 @@
+"""Strict mode: every place a typed value's SPMD type is lost is spmd-untyped-boundary, named by its kind."""
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from flash_attn import flash_attn_func  # type: ignore[import-not-found]
+import triton_kernels  # type: ignore[import-not-found]
+
+from spmd_stubs import I, P, R, S, Tensor, V, all_reduce, convert
+from spmd_stubs.axes import tp
+
+
+class RMSNorm(torch.nn.Module):
+    """Megatron's shape: an unannotated private helper."""
+
+    weight: Tensor[I@tp]
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    def forward(self, x: Tensor[S(0)@tp]) -> Tensor[S(0)@tp]:
+        return self._norm(x) * self.weight  # E: spmd-untyped-boundary `_norm` takes Tensor[S(0)@tp] as `x`, lost at an unannotated parameter; `_norm` has no annotations, so its result is unknown as well
+
+
+def plain_helper(x: torch.Tensor, w: Tensor[S(0)@tp]) -> Tensor[V@tp]:
+    return x @ w.T
+
+
+def calls_the_plain_helper(x: Tensor[I@tp], w: Tensor[S(0)@tp]) -> None:
+    plain_helper(x, w)  # E: spmd-untyped-boundary `plain_helper` takes Tensor[I@tp] as `x`, lost at a parameter typed plain torch.Tensor
+
+
+def kernels(q: Tensor[S(1)@tp], k: Tensor[S(1)@tp], x: Tensor[R@tp]) -> None:
+    flash_attn_func(q, k, 1.0)  # E: spmd-untyped-boundary `flash_attn_func` takes Tensor[S(1)@tp], Tensor[S(1)@tp], lost at an untyped third-party call
+    triton_kernels.layer_norm_fn(x)  # E: spmd-untyped-boundary `triton_kernels.layer_norm_fn` takes Tensor[R@tp], lost at an untyped third-party call
+    flash_attn_func(1.0)
+
+
+def plain_return(x: Tensor[V@tp]) -> torch.Tensor:
+    return F.relu(x)  # E: spmd-untyped-boundary `plain_return` returns Tensor[V@tp], lost at a return typed plain torch.Tensor
+
+
+def unannotated_return(x: Tensor[V@tp]):  # type: ignore[no-untyped-def]
+    return F.relu(x)  # E: spmd-untyped-boundary `unannotated_return` returns Tensor[V@tp], lost at an unannotated return, so its callers get no SPMD type. Fix (needs your choice): annotate the return `-> Tensor[V@tp]`.
+
+
+class Untyped(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+def modules(x: Tensor[V@tp]) -> None:
+    Untyped()(x)  # E: spmd-untyped-boundary `Untyped` takes Tensor[V@tp], lost at a module with an unannotated forward
+
+
+def explicit_any(x: Any) -> Any:
+    return x
+
+
+def fully_typed(x: Tensor[P@tp], w: Tensor[S(0)@tp]) -> Tensor[R@tp]:
+    """No boundary: every value keeps its type (and an explicit Any is the user's choice)."""
+    explicit_any(x)
+    y = all_reduce(x, tp, src=P, dst=R)
+    z = plain_tensor_returned_untyped(torch.ones(3))
+    return y
+
+
+def plain_tensor_returned_untyped(x: torch.Tensor) -> torch.Tensor:
+    return x * 2

@@ -88,10 +88,11 @@ def _callee_signature(ctx: CallContext) -> CallableType | None:
 
 
 def _check_arguments(ctx: CallContext, name: str, signature: CallableType) -> None:
-    lost = [(formal_name, typ, kind)
-            for formal, formal_name, types in zip(signature.arg_types, ctx.callee_arg_names, ctx.arg_types)
+    lost = [(given or formal_name, typ, kind)
+            for formal, formal_name, types, names in zip(signature.arg_types, ctx.callee_arg_names, ctx.arg_types,
+                                                         ctx.arg_names)
             if (kind := _forgets(formal)) is not None
-            for typ in types if typed_tensors_in(typ)]
+            for typ, given in zip(types, names) if typed_tensors_in(typ)]
     if not lost:
         return
     kind = lost[0][2]

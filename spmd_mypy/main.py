@@ -269,6 +269,8 @@ class SpmdPlugin(Plugin):
             return guarded(function_bodies.returned_hook(self.config.strict))
         if fullname == wrappers.THIRD_PARTY:
             return guarded(untyped_boundaries.third_party_hook)
+        if fullname == wrappers.ASSIGNED:
+            return guarded(untyped_boundaries.assigned_hook)
         if module in UNTYPED_MODULES and name in UNTYPED:
             return guarded(raw_collectives.untyped_collective_hook(fullname, self.config.groups))
         if module in FUNCTION_MODULES:
@@ -284,12 +286,12 @@ class SpmdPlugin(Plugin):
     def _wrap(self, analyzer: SemanticAnalyzer) -> None:
         """Have the module's returns (and, strict, untyped third-party calls) wrapped for their hooks."""
         strict = self.config.strict
-        wrappers.schedule(
-            analyzer,
-            lambda function: function_bodies.wraps_returns(function)
+        wrappers.schedule(analyzer, wrappers.Wrapping(
+            returns=lambda function: function_bodies.wraps_returns(function)
             or (strict and untyped_boundaries.forgets_return(function)),
             third_party=strict,
-        )
+            assigned_to=untyped_boundaries.has_plain_tensor if strict else None,
+        ))
 
     @functools.lru_cache(maxsize=None)
     def get_function_signature_hook(self, fullname: str) -> Hook | None:

@@ -8,7 +8,9 @@ A typed tensor's SPMD type is lost, silently without strict mode, where it
 * is passed to untyped third-party code, a name from an import mypy could
   not resolve (a kernel such as ``flash_attn_func``): its result is ``Any``;
 * is returned where the declared return is plain ``torch.Tensor``, or is
-  missing in a function that annotates its parameters (callers get ``Any``).
+  missing in a function that annotates its parameters (callers get ``Any``);
+* is assigned to a variable or attribute declared plain ``torch.Tensor``
+  (``out: torch.Tensor = ...``, ``self.h = ...`` with ``h: torch.Tensor``).
 
 A fully unannotated function's body is not checked: what it loses is
 reported where typed values go in, at its calls.  Every message names its
@@ -42,6 +44,7 @@ class Boundary(Enum):
     THIRD_PARTY = "untyped third-party call"
     UNANNOTATED_RETURN = "unannotated return"
     PLAIN_RETURN = "return typed plain torch.Tensor"
+    PLAIN_VARIABLE = "variable typed plain torch.Tensor"
 
     @property
     def phrase(self) -> str:
@@ -175,13 +178,14 @@ def forgets_return(function: FuncDef) -> bool:
     declared = get_proper_type(signature.ret_type)
     if isinstance(declared, AnyType):
         return declared.type_of_any == TypeOfAny.unannotated
-    return _has_plain_tensor(declared)
+    return has_plain_tensor(declared)
 
 
-def _has_plain_tensor(typ: Type) -> bool:
+def has_plain_tensor(typ: Type) -> bool:
+    """Whether a plain ``torch.Tensor`` (no SPMD type) is in ``typ`` (a union, a tuple)."""
     proper = get_proper_type(typ)
     if isinstance(proper, TupleType):
-        return any(_has_plain_tensor(item) for item in proper.items)
+        return any(has_plain_tensor(item) for item in proper.items)
     return any(tensor_instance(member) is not None and spmd_of(member) is None for member in members(proper))
 
 
@@ -196,3 +200,15 @@ def check_return(ctx: FunctionContext, function: FuncDef, value: Type) -> None:
           f"`{function.name}` returns {shown}, {kind.phrase}, so its callers get no SPMD type. "
           f"Fix: annotate the return `-> {shown}`.")
 
+
+
+def assigned_hook(ctx: FunctionContext) -> Type:
+    """``target = <assigned>(value)``: a typed value assigned to a target declared plain (strict)."""
+    value = ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else ctx.default_return_type
+    target = ctx.callee_arg_names[0] if ctx.callee_arg_names else None
+    if typed_tensors_in(value):
+        shown = _shown(value, ctx.api)
+        _fail(ctx.api, ctx.args[0][0] if ctx.args and ctx.args[0] else ctx.context,
+              f"`{target}` is declared with a plain torch.Tensor type: the {shown} assigned to it is "
+              f"{Boundary.PLAIN_VARIABLE.phrase}. Fix: declare `{target}` with its SPMD type ({shown}).")
+    return value

@@ -10,7 +10,10 @@ expression's own position, whose function hook judges them:
   and, in strict mode, in a function whose declared return forgets SPMD
   types (:mod:`spmd_mypy.untyped_boundaries`);
 * ``kernel(q, k)`` -> ``<third_party>(kernel(q, k))`` where ``kernel`` comes
-  from an import mypy could not resolve, in strict mode.
+  from an import mypy could not resolve, in strict mode;
+* ``x: torch.Tensor = value`` and ``self.h = value`` -> ``... = <assigned>(value)``
+  where the target is declared with a plain tensor type, in strict mode
+  (the wrapper's parameter is named after the target, for the message).
 
 The wrapper exists only in mypy's tree (never in the source or the cache).
 Its callee is an expression with a type of its own, not a name: when the
@@ -21,10 +24,13 @@ value's type, so the rest of the check is as without it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from mypy.nodes import (
     ARG_POS,
+    FUNC_NO_INFO,
+    AssignmentStmt,
     CallExpr,
     ClassDef,
     Decorator,
@@ -37,26 +43,38 @@ from mypy.nodes import (
     ReturnStmt,
     Statement,
     TempNode,
+    TypeInfo,
     Var,
 )
 from mypy.semanal import SemanticAnalyzer
 from mypy.semanal_shared import PRIORITY_FALLBACKS
 from mypy.server.subexpr import get_subexpressions
 from mypy.traverser import all_return_statements
-from mypy.types import AnyType, CallableType, TypeOfAny, get_proper_type
+from mypy.types import AnyType, CallableType, Type, TypeOfAny, get_proper_type
 
 from spmd_mypy.statements import nested_blocks, statements_in
 
 RETURNED = "spmd_mypy.wrappers.returned"
 THIRD_PARTY = "spmd_mypy.wrappers.third_party_call"
+ASSIGNED = "spmd_mypy.wrappers.assigned"
 
-WrapsReturns = Callable[[FuncDef], bool]
+
+@dataclass(frozen=True)
+class Wrapping:
+    """What to wrap in a module."""
+
+    returns: Callable[[FuncDef], bool]
+    """Which functions' returned values."""
+    third_party: bool = False
+    """Calls of names from unresolved imports."""
+    assigned_to: Callable[[Type], bool] | None = None
+    """Which declared types of an assignment's target have the assigned value wrapped."""
 
 
-def wrapped(value: Expression, marker: str, analyzer: SemanticAnalyzer) -> CallExpr:
-    """``<marker>(value)`` at ``value``'s position."""
+def wrapped(value: Expression, marker: str, analyzer: SemanticAnalyzer, name: str | None = None) -> CallExpr:
+    """``<marker>(value)`` at ``value``'s position; ``name`` names the stand-in's parameter."""
     anything = AnyType(TypeOfAny.special_form)
-    signature = CallableType([anything], [ARG_POS], [None], anything, analyzer.named_type("builtins.function"),
+    signature = CallableType([anything], [ARG_POS], [name], anything, analyzer.named_type("builtins.function"),
                              name=marker)
     call = CallExpr(TempNode(signature), [value], [ARG_POS], [None])
     call.set_line(value)
@@ -81,12 +99,11 @@ _SCHEDULED: set[int] = set()
 """The modules (by id of their tree) whose wrapping is scheduled for the end of this analysis."""
 
 
-def schedule(analyzer: SemanticAnalyzer, wraps_returns: WrapsReturns, third_party: bool) -> None:
+def schedule(analyzer: SemanticAnalyzer, wrapping: Wrapping) -> None:
     """Wrap the current module's expressions (module docstring) once its semantic analysis is done.
 
-    ``wraps_returns`` decides which functions' returns; ``third_party`` whether
-    calls of unresolved imports.  Asked once per analysis of the module: the
-    daemon analyses a module again after an edit, and schedules it again.
+    Asked once per analysis of the module: the daemon analyses a module again
+    after an edit, and schedules it again.
     """
     tree = analyzer.cur_mod_node
     if id(tree) in _SCHEDULED:
@@ -95,25 +112,61 @@ def schedule(analyzer: SemanticAnalyzer, wraps_returns: WrapsReturns, third_part
 
     def patch() -> None:
         _SCHEDULED.discard(id(tree))
-        _wrap(tree, analyzer, wraps_returns, third_party)
+        _wrap(tree, analyzer, wrapping)
 
     analyzer.schedule_patch(PRIORITY_FALLBACKS, patch)
 
 
-def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wraps_returns: WrapsReturns, third_party: bool) -> None:
+def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wrapping: Wrapping) -> None:
     # mypy's traversers are compiled traits an interpreted class cannot extend; its compiled
     # collectors (every return of a function, every subexpression of a node) do the walk.
-    for function in _functions(tree.defs):
-        if wraps_returns(function):
+    functions = list(_functions(tree.defs))
+    for function in functions:
+        if wrapping.returns(function):
             for returned in _own_returns(function):
                 if returned.expr is not None and not marked(returned.expr, RETURNED):
                     returned.expr = wrapped(returned.expr, RETURNED, analyzer)
-    if third_party:
+    if wrapping.third_party:
         calls = [e for e in get_subexpressions(tree) if isinstance(e, CallExpr)]
         inner = {id(call.args[0]) for call in calls if marked(call, THIRD_PARTY)}
         for call in calls:
             if id(call) not in inner and not marked(call, THIRD_PARTY) and from_unresolved_import(call.callee):
                 _wrap_in_place(call, analyzer)
+    if wrapping.assigned_to is not None:
+        blocks = [(None, tree.defs), *((_class_of(function), function.body.body) for function in functions)]
+        for owner, block in blocks:
+            for statement in (s for top in block for s in _with_nested(top)):
+                if isinstance(statement, AssignmentStmt) and not marked(statement.rvalue, ASSIGNED):
+                    target = _declared_target(statement, owner, wrapping.assigned_to)
+                    if target is not None:
+                        statement.rvalue = wrapped(statement.rvalue, ASSIGNED, analyzer, target)
+
+
+def _with_nested(statement: Statement) -> Iterator[Statement]:
+    """``statement`` and those in its control-flow blocks (not in nested functions)."""
+    yield statement
+    for block in nested_blocks(statement):
+        yield from statements_in(block)
+
+
+def _class_of(function: FuncDef) -> TypeInfo | None:
+    return None if function.info is FUNC_NO_INFO else function.info
+
+
+def _declared_target(statement: AssignmentStmt, owner: TypeInfo | None, wraps: Callable[[Type], bool]) -> str | None:
+    """The target's source text where its declared type is one ``wraps``: ``x: T = ...``, or ``self.h = ...``
+    in a method of ``owner`` where the class declares ``h: T``."""
+    if len(statement.lvalues) != 1:
+        return None
+    target = statement.lvalues[0]
+    if isinstance(target, NameExpr) and statement.type is not None:
+        return target.name if wraps(statement.type) else None
+    if owner is None or not (isinstance(target, MemberExpr) and isinstance(target.expr, NameExpr)
+                             and target.expr.name == "self"):
+        return None
+    symbol = owner.get(target.name)
+    declared = symbol.node.type if symbol is not None and isinstance(symbol.node, Var) else None
+    return f"self.{target.name}" if declared is not None and wraps(declared) else None
 
 
 def _functions(statements: list[Statement]) -> Iterator[FuncDef]:
@@ -123,7 +176,7 @@ def _functions(statements: list[Statement]) -> Iterator[FuncDef]:
             statement = statement.func
         if isinstance(statement, FuncDef):
             yield statement
-            yield from _functions(list(statements_in(statement.body)))
+            yield from _functions(statement.body.body)
         elif isinstance(statement, ClassDef):
             yield from _functions(statement.defs.body)
         else:

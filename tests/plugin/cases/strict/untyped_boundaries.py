@@ -67,3 +67,16 @@ def fully_typed(x: Tensor[P@tp], w: Tensor[S(0)@tp]) -> Tensor[R@tp]:
 
 def plain_tensor_returned_untyped(x: torch.Tensor) -> torch.Tensor:
     return x * 2
+
+
+class Cache(torch.nn.Module):
+    """Variables and attributes declared plain torch.Tensor forget what is assigned to them."""
+
+    hidden: torch.Tensor
+    kept: Tensor[V@tp]
+
+    def forward(self, x: Tensor[V@tp]) -> None:
+        out: torch.Tensor = F.relu(x)  # E: spmd-untyped-boundary `out` is declared with a plain torch.Tensor type: the Tensor[V@tp] assigned to it is lost at a variable typed plain torch.Tensor
+        self.hidden = x  # E: spmd-untyped-boundary `self.hidden` is declared with a plain torch.Tensor type: the Tensor[V@tp] assigned to it is lost at a variable typed plain torch.Tensor
+        self.kept = x
+        plain: torch.Tensor = torch.ones(3)

@@ -103,6 +103,10 @@ def overriding(**flags: bool) -> Iterator[None]:
 def load(config_file: str | None) -> Config:
     """Read the settings from mypy's config file (defaults where absent); :class:`ConfigError` if one is bad."""
     section = _section(config_file, SECTION)
+    unknown = sorted(set(section) - {*_FLAGS, "groups"})
+    if unknown:
+        raise ConfigError(f"[{SECTION}] has no setting {', '.join(map(repr, unknown))}: the settings are "
+                          f"{', '.join((*_FLAGS, 'groups'))} (docs/checker.md#settings)")
     flags = {key: _flag(key, section[key]) for key in _FLAGS if key in section}
     return Config(**{**flags, **_OVERRIDES}, groups=parse_groups(section.get("groups", {})))
 

@@ -42,6 +42,26 @@ def test_config_rejects_non_booleans(tmp_path: Path) -> None:
         config.load(str(tmp_path / "mypy.ini"))
 
 
+@pytest.mark.parametrize(("name", "text"), [
+    ("mypy.ini", "[spmd_mypy]\nstrikt = true\n"),
+    ("pyproject.toml", "[tool.spmd_mypy]\nstrikt = true\n"),
+])
+def test_config_rejects_unknown_settings(tmp_path: Path, name: str, text: str) -> None:
+    (tmp_path / name).write_text(text)
+    with pytest.raises(config.ConfigError, match="no setting 'strikt': the settings are strict, "):
+        config.load(str(tmp_path / name))
+
+
+def test_an_override_wins_over_the_file_for_its_block_only(tmp_path: Path) -> None:
+    (tmp_path / "mypy.ini").write_text("[spmd_mypy]\nstrict = false\n")
+    with config.overriding(strict=True):
+        assert config.load(str(tmp_path / "mypy.ini")).strict
+    assert not config.load(str(tmp_path / "mypy.ini")).strict
+    with pytest.raises(ValueError, match="not a flag"):
+        with config.overriding(groups=True):
+            pass
+
+
 TP_GETTER = "megatron.core.parallel_state.get_tensor_model_parallel_group"
 DECLARED = config.GroupDeclarations(functions=((TP_GETTER, "tp"),), attributes=(("tp_group", "tp"), ("dp_group", "dp")))
 

@@ -267,8 +267,8 @@ class SpmdPlugin(Plugin):
             return guarded(differentiable_collectives.differentiable_hook(name, self.config.groups))
         if fullname == wrappers.RETURNED:
             return guarded(function_bodies.returned_hook(self.config.strict))
-        if fullname == wrappers.THIRD_PARTY:
-            return guarded(untyped_boundaries.third_party_hook)
+        if fullname == wrappers.CALLED_VALUE:
+            return guarded(untyped_boundaries.called_value_hook)
         if fullname == wrappers.ASSIGNED:
             return guarded(untyped_boundaries.assigned_hook)
         if module in UNTYPED_MODULES and name in UNTYPED:
@@ -289,7 +289,7 @@ class SpmdPlugin(Plugin):
         wrappers.schedule(analyzer, wrappers.Wrapping(
             returns=lambda function: function_bodies.wraps_returns(function)
             or (strict and untyped_boundaries.forgets_return(function)),
-            third_party=strict,
+            called_values=strict,
             assigned_to=untyped_boundaries.has_plain_tensor if strict else None,
         ))
 

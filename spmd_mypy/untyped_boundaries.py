@@ -6,7 +6,8 @@ A typed tensor's SPMD type is lost, silently without strict mode, where it
   ``torch.Tensor`` (a helper, a method, a typed library's function);
 * is passed to a module whose ``forward`` is unannotated (``self.mlp(x)``);
 * is passed to untyped third-party code, a name from an import mypy could
-  not resolve (a kernel such as ``flash_attn_func``): its result is ``Any``;
+  not resolve (a kernel such as ``flash_attn_func``), or to another value
+  mypy infers ``Any`` (an attribute holding such a kernel): its result is ``Any``;
 * is returned where the declared return is plain ``torch.Tensor``, or is
   missing in a function that annotates its parameters (callers get ``Any``);
 * is assigned to a variable or attribute declared plain ``torch.Tensor``
@@ -42,6 +43,7 @@ class Boundary(Enum):
     PLAIN_PARAMETER = "parameter typed plain torch.Tensor"
     UNANNOTATED_MODULE = "module with an unannotated forward"
     THIRD_PARTY = "untyped third-party call"
+    UNTYPED_VALUE = "call of an untyped value"
     UNANNOTATED_RETURN = "unannotated return"
     PLAIN_RETURN = "return typed plain torch.Tensor"
     PLAIN_VARIABLE = "variable typed plain torch.Tensor"
@@ -131,30 +133,43 @@ def unannotated_module(ctx: MethodContext, receiver: Instance) -> None:
 
 
 # --------------------------------------------------------------------------
-# Calls of untyped third-party code (wrapped: spmd_mypy.wrappers)
+# Calls of values that may be Any (wrapped: spmd_mypy.wrappers)
 # --------------------------------------------------------------------------
 
 
-def third_party_hook(ctx: FunctionContext) -> Type:
-    """``<third_party>(kernel(q, k))``: the typed arguments an ``Any`` callee swallows (strict)."""
+def called_value_hook(ctx: FunctionContext) -> Type:
+    """``<called_value>(kernel(q, k))``: the typed arguments an ``Any`` callee swallows (strict).
+
+    ``Any`` from an import mypy could not resolve is untyped third-party
+    code; any other inferred ``Any`` (an attribute holding an untyped kernel)
+    an untyped value; an explicit ``Any`` is the user's choice.
+    """
     call = ctx.args[0][0] if ctx.args and ctx.args[0] else None
     if not isinstance(call, CallExpr):
         return ctx.default_return_type
     found = ctx.arg_types[0][0]
     callee = ctx.api.lookup_type_or_none(call.callee)  # type: ignore[attr-defined]
-    if callee is None or not isinstance(get_proper_type(callee), AnyType):
+    proper = get_proper_type(callee) if callee is not None else None
+    if not isinstance(proper, AnyType):
         return found
-    typed = [(argument, typ) for argument in call.args
+    origin = proper.source_any if proper.source_any is not None else proper  # an attribute of an Any: its Any
+    if origin.type_of_any == TypeOfAny.explicit:
+        return found
+    typed = [typ for argument in call.args
              if (typ := ctx.api.lookup_type_or_none(argument)) is not None  # type: ignore[attr-defined]
              and typed_tensors_in(typ)]
     if typed:
         name = _dotted(call.callee)
-        taken = ", ".join(_shown(typ, ctx.api) for _, typ in typed)
+        taken = ", ".join(_shown(typ, ctx.api) for typ in typed)
+        if origin.type_of_any == TypeOfAny.from_unimported_type:
+            what, kind = "mypy could not resolve its import, so it is Any", Boundary.THIRD_PARTY
+        else:
+            what, kind = "mypy infers it Any", Boundary.UNTYPED_VALUE
         _fail(ctx.api, call,
-              f"`{name}` takes {taken}, {Boundary.THIRD_PARTY.phrase}: mypy could not resolve its import, so it "
-              f"is Any and its result is unknown. Fix: give `{name}` SPMD types in a stub (a .pyi on mypy_path "
-              "whose parameters and return are spmd_stubs.Tensor[...]) or an overlay (docs/third_party.md), "
-              "or state the result's type with assert_type(result, <type>@<axis>).")
+              f"`{name}` takes {taken}, {kind.phrase}: {what} and its result is unknown. Fix: give `{name}` "
+              "SPMD types (annotate it, or for code you do not own a stub, a .pyi on mypy_path whose parameters "
+              "and return are spmd_stubs.Tensor[...], or an overlay: docs/third_party.md), or state the result's "
+              "type with assert_type(result, <type>@<axis>).")
     return found
 
 

@@ -9,8 +9,10 @@ expression's own position, whose function hook judges them:
   Function's ``forward``/``backward`` (:mod:`spmd_mypy.function_bodies`)
   and, in strict mode, in a function whose declared return forgets SPMD
   types (:mod:`spmd_mypy.untyped_boundaries`);
-* ``kernel(q, k)`` -> ``<third_party>(kernel(q, k))`` where ``kernel`` comes
-  from an import mypy could not resolve, in strict mode;
+* ``kernel(q, k)`` -> ``<called_value>(kernel(q, k))`` where ``kernel`` is a
+  value rather than a function or class: a name from an import mypy could
+  not resolve, a variable, an attribute of ``self`` that is not a method
+  (it may be ``Any``: an untyped kernel kept in a module), in strict mode;
 * ``x: torch.Tensor = value`` and ``self.h = value`` -> ``... = <assigned>(value)``
   where the target is declared with a plain tensor type, in strict mode
   (the wrapper's parameter is named after the target, for the message).
@@ -55,7 +57,7 @@ from mypy.types import AnyType, CallableType, Type, TypeOfAny, get_proper_type
 from spmd_mypy.statements import nested_blocks, statements_in
 
 RETURNED = "spmd_mypy.wrappers.returned"
-THIRD_PARTY = "spmd_mypy.wrappers.third_party_call"
+CALLED_VALUE = "spmd_mypy.wrappers.called_value"
 ASSIGNED = "spmd_mypy.wrappers.assigned"
 
 
@@ -65,8 +67,8 @@ class Wrapping:
 
     returns: Callable[[FuncDef], bool]
     """Which functions' returned values."""
-    third_party: bool = False
-    """Calls of names from unresolved imports."""
+    called_values: bool = False
+    """Calls of values (unresolved imports, variables, data attributes of ``self``)."""
     assigned_to: Callable[[Type], bool] | None = None
     """Which declared types of an assignment's target have the assigned value wrapped."""
 
@@ -88,11 +90,21 @@ def marked(expr: Expression, marker: str) -> bool:
     return isinstance(callee, TempNode) and getattr(get_proper_type(callee.type), "name", None) == marker
 
 
-def from_unresolved_import(callee: Expression) -> bool:
-    """Whether the callee is (an attribute of) a name from an import mypy could not resolve: ``Any``."""
-    while isinstance(callee, MemberExpr):
-        callee = callee.expr
-    return isinstance(callee, NameExpr) and isinstance(callee.node, Var) and callee.node.is_suppressed_import
+def calls_a_value(callee: Expression, owner: TypeInfo | None) -> bool:
+    """Whether the callee is a value, which may be ``Any``, rather than a function or a class: (an
+    attribute of) a name from an import mypy could not resolve, a variable, or an attribute of ``self``
+    that the class (``owner``) does not define as a method."""
+    root = callee
+    while isinstance(root, MemberExpr):
+        root = root.expr
+    if isinstance(root, NameExpr) and isinstance(root.node, Var) and root.node.is_suppressed_import:
+        return True
+    if isinstance(callee, NameExpr):
+        return isinstance(callee.node, Var)
+    if isinstance(callee, MemberExpr) and isinstance(callee.expr, NameExpr) and callee.expr.name == "self":
+        symbol = owner.get(callee.name) if owner is not None else None
+        return symbol is not None and isinstance(symbol.node, Var)
+    return False
 
 
 _SCHEDULED: set[int] = set()
@@ -126,12 +138,17 @@ def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wrapping: Wrapping) -> Non
             for returned in _own_returns(function):
                 if returned.expr is not None and not marked(returned.expr, RETURNED):
                     returned.expr = wrapped(returned.expr, RETURNED, analyzer)
-    if wrapping.third_party:
-        calls = [e for e in get_subexpressions(tree) if isinstance(e, CallExpr)]
-        inner = {id(call.args[0]) for call in calls if marked(call, THIRD_PARTY)}
-        for call in calls:
-            if id(call) not in inner and not marked(call, THIRD_PARTY) and from_unresolved_import(call.callee):
-                _wrap_in_place(call, analyzer)
+    if wrapping.called_values:
+        # innermost functions first: a call belongs to the class of the method it is written in
+        scopes = [*((_class_of(f), f) for f in reversed(functions)), (None, tree)]
+        seen: set[int] = set()
+        for owner, scope in scopes:
+            calls = [e for e in get_subexpressions(scope) if isinstance(e, CallExpr) and id(e) not in seen]
+            seen.update(id(call) for call in calls)
+            inner = {id(call.args[0]) for call in calls if marked(call, CALLED_VALUE)}
+            for call in calls:
+                if id(call) not in inner and not marked(call, CALLED_VALUE) and calls_a_value(call.callee, owner):
+                    _wrap_in_place(call, analyzer)
     if wrapping.assigned_to is not None:
         blocks = [(None, tree.defs), *((_class_of(function), function.body.body) for function in functions)]
         for owner, block in blocks:
@@ -191,9 +208,9 @@ def _own_returns(function: FuncDef) -> list[ReturnStmt]:
 
 
 def _wrap_in_place(call: CallExpr, analyzer: SemanticAnalyzer) -> None:
-    """Turn ``call`` itself into ``<third_party>(call)`` (its parent keeps pointing at the same node)."""
+    """Turn ``call`` itself into ``<called_value>(call)`` (its parent keeps pointing at the same node)."""
     inner = CallExpr(call.callee, call.args, call.arg_kinds, call.arg_names, call.analyzed)
     inner.set_line(call)
-    outer = wrapped(inner, THIRD_PARTY, analyzer)
+    outer = wrapped(inner, CALLED_VALUE, analyzer)
     call.callee, call.args, call.arg_kinds, call.arg_names = outer.callee, outer.args, outer.arg_kinds, outer.arg_names
     call.analyzed = None

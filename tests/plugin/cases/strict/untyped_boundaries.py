@@ -80,3 +80,25 @@ class Cache(torch.nn.Module):
         self.hidden = x  # E: spmd-untyped-boundary `self.hidden` is declared with a plain torch.Tensor type: the Tensor[V@tp] assigned to it is lost at a variable typed plain torch.Tensor
         self.kept = x
         plain: torch.Tensor = torch.ones(3)
+
+
+def make_kernel():  # type: ignore[no-untyped-def]
+    return None
+
+
+class Attention(torch.nn.Module):
+    """Kernels kept in attributes and variables: Any from an unresolved import, or inferred from an untyped call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = flash_attn_func
+        self.kernel = make_kernel()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, q: Tensor[S(1)@tp], explicit: Any) -> None:
+        self.attn(q)  # E: spmd-untyped-boundary `self.attn` takes Tensor[S(1)@tp], lost at an untyped third-party call
+        self.kernel(q)  # E: spmd-untyped-boundary `self.kernel` takes Tensor[S(1)@tp], lost at a call of an untyped value: mypy infers it Any
+        self.proj(q)
+        explicit(q)
+        kernel = flash_attn_func
+        kernel(q)  # E: spmd-untyped-boundary `kernel` takes Tensor[S(1)@tp], lost at an untyped third-party call

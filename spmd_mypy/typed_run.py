@@ -12,7 +12,9 @@ everything they import (torch above all) comes from the cache as usual.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -92,20 +94,47 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
     sources, options = process_options([*arguments, *map(str, paths)], fscache=fscache)
     options.export_types = True
     options.preserve_asts = True
-    checked = [_as_text(source, texts or {}) for source in sources]
-    with config.overriding(**({} if strict is None else {"strict": strict})):
-        result = build.build(checked, options, fscache=fscache)
+    with tempfile.TemporaryDirectory(prefix="spmd-typed-run-") as scratch:
+        checked, originals = _with_texts(sources, texts or {}, Path(scratch))
+        with config.overriding(**({} if strict is None else {"strict": strict})):
+            result = build.build(checked, options, fscache=fscache)
     modules = {source.module for source in checked}
     trees = {name: state.tree for name, state in result.graph.items() if name in modules and state.tree is not None}
-    diagnostics = [d for d in map(Diagnostic.parse, result.errors) if d is not None]
+    for tree in trees.values():
+        tree.path = originals.get(tree.path, tree.path)
+    diagnostics = [_original(d, originals) for d in map(Diagnostic.parse, result.errors) if d is not None]
     return TypedRun(diagnostics, trees, dict(result.types))
 
 
-def _as_text(source: BuildSource, texts: Mapping[Path, str]) -> BuildSource:
+def _with_texts(sources: list[BuildSource], texts: Mapping[Path, str],
+                scratch: Path) -> tuple[list[BuildSource], dict[str, str]]:
+    """The sources to check, those ``texts`` gives written to copies under ``scratch``; copy -> original path.
+
+    The copies keep their module names and base directories, so imports
+    resolve as before; mypy (its native parser) and the plugin (which reads
+    an annotation's source text back) read the copy.
+    """
+    checked, originals = [], {}
+    for index, source in enumerate(sources):
+        text = texts.get(Path(source.path).resolve()) if source.path is not None else None
+        if text is None:
+            checked.append(_as_text(source))
+            continue
+        copy = scratch / str(index) / Path(str(source.path)).name
+        copy.parent.mkdir()
+        copy.write_text(text)
+        originals[str(copy)] = str(source.path)
+        checked.append(BuildSource(str(copy), source.module, text, source.base_dir, source.followed))
+    return checked, originals
+
+
+def _original(diagnostic: Diagnostic, originals: dict[str, str]) -> Diagnostic:
+    path = originals.get(diagnostic.path)
+    return diagnostic if path is None else dataclasses.replace(diagnostic, path=path)
+
+
+def _as_text(source: BuildSource) -> BuildSource:
     """The source with its text, so mypy checks it again rather than trusting its cache entry."""
     if source.path is None or source.text is not None:
         return source
-    path = Path(source.path)
-    text = texts.get(path.resolve())
-    return BuildSource(source.path, source.module, path.read_text() if text is None else text, source.base_dir,
-                       source.followed)
+    return BuildSource(source.path, source.module, Path(source.path).read_text(), source.base_dir, source.followed)

@@ -1,0 +1,217 @@
+"""``spmd-migrate --infer``: write the SPMD annotations the code lacks, until the checker learns nothing new.
+
+The loop, over the files given (checked together, edits held in memory):
+
+1. check them (one in-process mypy run with the plugin, :mod:`spmd_mypy.typed_run`);
+2. read what the checker saw (:mod:`.infer_evidence`) and decide the
+   annotations it implies (:mod:`.infer_rules`): parameters from their call
+   sites, returns from the returned values, attributes from their assignments;
+3. write them (:mod:`.infer_writer`) and check again.  mypy skips the body
+   of an unannotated function, so a helper's return type is known only once
+   its parameters are written: each round reaches one call level further.
+4. An annotation is never kept if the checker rejects it: a new diagnostic
+   that is not an SPMD finding (``arg-type``, ``assignment``,
+   ``return-value``, ``override``, ...) after writing takes back the
+   annotations of that round whose function, call sites or class it falls
+   on (all of the round's where it falls on none of them), and the
+   annotation becomes a TODO quoting the diagnostic.  A new SPMD finding
+   (``spmd-*``) is what the inference is for: a bug the missing types hid.
+5. Stop when a round proposes nothing.
+
+TODOs (call sites that disagree, annotations taken back) are written as
+comment lines above the function or class they concern.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from spmd_mypy.migrate.infer_evidence import Evidence, gather
+from spmd_mypy.migrate.infer_rules import RETURN, Proposal, Target, Todo, propose
+from spmd_mypy.migrate.infer_writer import as_overlay, write
+from spmd_mypy.migrate.overlay import ModuleOverlay, SpmdTuple, SpmdType
+from spmd_mypy.typed_run import Diagnostic, TypedRun, check
+
+__all__ = ["Inference", "infer", "line_map", "overlay_toml"]
+
+MAX_ROUNDS = 10
+
+
+@dataclass
+class Inference:
+    """What a run of the inference wrote and left."""
+
+    originals: dict[Path, str]
+    """Each checked file's text before, by resolved path."""
+    texts: dict[Path, str]
+    """... and after (annotations, imports and TODOs)."""
+    modules: dict[Path, str]
+    written: list[Proposal] = field(default_factory=list)
+    todos: list[Todo] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    """The last check's diagnostics, of ``checked`` (the texts before the TODO lines)."""
+    checked: dict[Path, str] = field(default_factory=dict)
+    runs: int = 0
+
+    def count(self, kind: str) -> int:
+        """How many ``parameter``, ``return`` or ``attribute`` annotations were written."""
+        return sum(1 for p in self.written if _kind(p.target) == kind)
+
+    def overlays(self) -> dict[str, ModuleOverlay]:
+        """The written annotations as overlay entries, by module."""
+        by_module: dict[str, list[Proposal]] = {}
+        for proposal in self.written:
+            by_module.setdefault(proposal.target.module, []).append(proposal)
+        return {module: as_overlay(proposals) for module, proposals in sorted(by_module.items())}
+
+
+def _kind(target: Target) -> str:
+    return "attribute" if not target.name else "return" if target.name == RETURN else "parameter"
+
+
+def line_map(old: str, new: str) -> dict[int, int]:
+    """1-based line numbers of ``old`` -> the same line in ``new``, for the lines an edit kept or rewrote in place."""
+    mapping: dict[int, int] = {}
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            for offset in range(i2 - i1):
+                mapping[i1 + offset + 1] = j1 + offset + 1
+    return mapping
+
+
+def _is_rejection(diagnostic: Diagnostic) -> bool:
+    """A diagnostic that says a written type is wrong, rather than an SPMD finding in the code."""
+    code = diagnostic.code or ""
+    return diagnostic.severity == "error" and (not code.startswith("spmd") or code == "spmd-internal")
+
+
+def _new_rejections(before: TypedRun, old: dict[Path, str], after: TypedRun, new: dict[Path, str]) -> list[Diagnostic]:
+    """Rejections ``after`` reports that ``before`` did not (lines followed across the edit), in old lines."""
+    baseline = Counter((Path(d.path).resolve(), d.line, d.code) for d in before.diagnostics if _is_rejection(d))
+    backwards = {path: {n: o for o, n in line_map(old[path], new[path]).items()} for path in new}
+    found = []
+    for diagnostic in after.diagnostics:
+        if not _is_rejection(diagnostic):
+            continue
+        path = Path(diagnostic.path).resolve()
+        line = backwards[path].get(diagnostic.line, -1) if path in backwards else diagnostic.line
+        key = (path, line, diagnostic.code)
+        if baseline[key] > 0:
+            baseline[key] -= 1
+        else:
+            found.append(Diagnostic(diagnostic.path, line, diagnostic.column, diagnostic.severity,
+                                    diagnostic.message, diagnostic.code))
+    return found
+
+
+@dataclass
+class _Loop:
+    paths: Sequence[Path]
+    config_file: Path | None
+    cache_dir: Path | None
+    result: Inference
+    blocked: dict[Target, Todo] = field(default_factory=dict)
+    todos: dict[Target, Todo] = field(default_factory=dict)
+
+    def check(self, texts: dict[Path, str]) -> TypedRun:
+        self.result.runs += 1
+        return check(self.paths, self.config_file, self.cache_dir, texts=texts)
+
+    def edited(self, texts: dict[Path, str], proposals: Sequence[Proposal], evidence: Evidence) -> dict[Path, str]:
+        edited = dict(texts)
+        for path, module in self.result.modules.items():
+            mine = [p for p in proposals if p.target.module == module]
+            if mine:
+                styles = {key.split(":", 1)[1]: value for key, value in evidence.class_style.items()
+                          if key.startswith(module + ":")}
+                edited[path] = write(texts[path], module, mine, class_style=styles)
+        return edited
+
+    def round(self, run: TypedRun, texts: dict[Path, str]) -> tuple[TypedRun, dict[Path, str], bool]:
+        """One round: propose, write, check, take back what the checker rejects. True if anything was kept."""
+        evidence = gather(run)
+        candidates, todos = propose(evidence, set(self.blocked))
+        self.todos = {t.target: t for t in todos}
+        while candidates:
+            new_texts = self.edited(texts, candidates, evidence)
+            new_run = self.check(new_texts)
+            rejected = _new_rejections(run, texts, new_run, new_texts)
+            if not rejected:
+                self.result.written.extend(candidates)
+                return new_run, new_texts, True
+            owners = self.owners(candidates, rejected)
+            candidates = [p for p in candidates if p not in owners]
+        return run, texts, False
+
+    def owners(self, candidates: list[Proposal], rejected: list[Diagnostic]) -> list[Proposal]:
+        """The candidates a rejection falls on (all of them where it falls on none), now blocked."""
+        owners: list[Proposal] = []
+        for diagnostic in rejected:
+            path = Path(diagnostic.path).resolve()
+            hit = [p for p in candidates if Path(p.file).resolve() == path and diagnostic.line in p.lines]
+            for proposal in hit or candidates:
+                if proposal not in owners:
+                    owners.append(proposal)
+                    self.blocked[proposal.target] = Todo(
+                        proposal.target, proposal.file,
+                        f"inferred {_shown(proposal.annotation)} but took it back: mypy then reported "
+                        f"{diagnostic.path}:{diagnostic.line}: {diagnostic.message} [{diagnostic.code}]")
+        return owners
+
+
+def _shown(annotation: SpmdType | SpmdTuple) -> str:
+    return annotation.annotation()
+
+
+def infer(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Path | None = None) -> Inference:
+    """Infer the missing SPMD annotations of ``paths`` (files or directories, checked together).
+
+    Nothing is written to disk: the result holds each file's new text.
+    """
+    first = check(paths, config_file, cache_dir)
+    modules = {Path(tree.path).resolve(): module for module, tree in first.trees.items()}
+    originals = {path: path.read_text() for path in modules}
+    loop = _Loop(paths, config_file, cache_dir, Inference(originals, dict(originals), modules, runs=1))
+    run, texts = first, dict(originals)
+    for _ in range(MAX_ROUNDS):
+        run, texts, progressed = loop.round(run, texts)
+        if not progressed:
+            break
+    written = {p.target for p in loop.result.written}
+    todos = [t for target, t in {**loop.todos, **loop.blocked}.items()
+             if target not in written or target in loop.todos]
+    loop.result.todos = todos
+    loop.result.diagnostics, loop.result.checked = run.diagnostics, texts
+    loop.result.texts = {
+        path: write(text, modules[path], [], [t for t in todos if t.target.module == modules[path]])
+        for path, text in texts.items()
+    }
+    return loop.result
+
+
+def _toml_type(annotation: SpmdType | SpmdTuple) -> str:
+    if isinstance(annotation, SpmdTuple):
+        items = ", ".join('"None"' if item is None else _toml_type(item) for item in annotation.items)
+        return "{ tuple = [" + items + "] }"
+    texts = [f'"{t}"' for t in annotation.alternatives] + (['"None"'] if annotation.optional else [])
+    return texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+
+
+def overlay_toml(overlays: dict[str, ModuleOverlay]) -> str:
+    """Overlay entries in the format :func:`~spmd_mypy.migrate.overlay.load_overlays` reads."""
+    lines = ["# SPMD annotations inferred by spmd-migrate --infer (load with spmd-migrate --overlay FILE)."]
+    for module, overlay in overlays.items():
+        if overlay.functions:
+            lines += ["", f'[modules."{module}".functions]']
+            for path, entries in overlay.functions.items():
+                body = ", ".join(f"{name} = {_toml_type(t)}" for name, t in entries.items())
+                lines.append(f'"{path}" = {{ {body} }}')
+        if overlay.attributes:
+            lines += ["", f'[modules."{module}".attributes]']
+            lines += [f'"{path}" = {_toml_type(t)}' for path, t in overlay.attributes.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,153 @@
+"""Writing inferred annotations and TODOs into one module's source (libcst: formatting and comments kept).
+
+Parameters and returns are written as an overlay would write them
+(:mod:`.overlay`).  An attribute is declared the way its class already
+declares tensor attributes: at class level (``weight: Tensor[I@tp]``) if
+the class has such declarations, else on its first ``self.NAME = value``
+(``self.NAME: Tensor[I@tp] = value``).  The imports the annotations need
+(``from spmd_stubs import Tensor, I``, ``from spmd_stubs.axes import tp``)
+are added, merged with those that exist.  A TODO is a comment line above
+the function (or class) it concerns, never written twice.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import libcst as cst
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod.visitors import AddImportsVisitor
+
+from spmd_mypy.migrate.infer_rules import Proposal, Todo
+from spmd_mypy.migrate.overlay import ModuleOverlay, OverlayCommand, SpmdType
+
+__all__ = ["TODO_PREFIX", "write", "as_overlay"]
+
+TODO_PREFIX = "# TODO(spmd-migrate): "
+
+
+def as_overlay(proposals: Sequence[Proposal], self_style: frozenset[str] | set[str] = frozenset()) -> ModuleOverlay:
+    """The proposals of one module as overlay entries (attributes in ``self_style`` left out)."""
+    overlay = ModuleOverlay()
+    for proposal in proposals:
+        target = proposal.target
+        if not target.name:
+            if target.path not in self_style:
+                assert isinstance(proposal.annotation, SpmdType)
+                overlay.attributes[target.path] = proposal.annotation
+        else:
+            overlay.functions.setdefault(target.path, {})[target.name] = proposal.annotation
+    return overlay
+
+
+class _SelfAttributes(VisitorBasedCodemodCommand):
+    """``self.NAME = value`` -> ``self.NAME: Tensor[...] = value`` (the first such assignment of each)."""
+
+    DESCRIPTION = "Annotate attributes where they are first assigned."
+
+    def __init__(self, context: CodemodContext, declared: dict[str, SpmdType]) -> None:
+        super().__init__(context)
+        self.declared = dict(declared)
+        self._path: list[str] = []
+        self._self: list[str | None] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._path.append(node.name.value)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        self._path.pop()
+        return updated_node
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        params = node.params.params or node.params.posonly_params
+        self._self.append(params[0].name.value if params else None)
+        self._path.append(node.name.value)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        self._self.pop()
+        self._path.pop()
+        return updated_node
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign | cst.AnnAssign:
+        if len(self._path) < 2 or len(updated_node.targets) != 1 or not self._self:
+            return updated_node
+        target = updated_node.targets[0].target
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                and target.value.value == self._self[-1]):
+            return updated_node
+        key = ".".join([*self._path[:-1], target.attr.value])
+        spmd_type = self.declared.pop(key, None)
+        if spmd_type is None:
+            return updated_node
+        _use(self.context, spmd_type)
+        return cst.AnnAssign(target=target, annotation=cst.Annotation(cst.parse_expression(spmd_type.annotation())),
+                             value=updated_node.value)
+
+
+def _use(context: CodemodContext, spmd_type: SpmdType) -> None:
+    names, axes = spmd_type.imports()
+    for name in sorted(names):
+        AddImportsVisitor.add_needed_import(context, "spmd_stubs", name)
+    for axis in sorted(axes):
+        AddImportsVisitor.add_needed_import(context, "spmd_stubs.axes", axis)
+
+
+class _Todos(VisitorBasedCodemodCommand):
+    """A TODO comment line above each function or class a TODO names (once)."""
+
+    DESCRIPTION = "Add TODO comments for annotations left to the user."
+
+    def __init__(self, context: CodemodContext, todos: dict[str, list[str]]) -> None:
+        super().__init__(context)
+        self.todos = todos
+        self._path: list[str] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._path.append(node.name.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._path.append(node.name.value)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        return self._comment(updated_node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        return self._comment(updated_node)
+
+    def _comment(self, node: cst.FunctionDef | cst.ClassDef):  # type: ignore[no-untyped-def]
+        messages = self.todos.get(".".join(self._path), [])
+        self._path.pop()
+        present = {line.comment.value for line in node.leading_lines if line.comment is not None}
+        new = [cst.EmptyLine(comment=cst.Comment(TODO_PREFIX + m)) for m in messages if TODO_PREFIX + m not in present]
+        return node.with_changes(leading_lines=[*node.leading_lines, *new]) if new else node
+
+
+def write(code: str, module: str, proposals: Sequence[Proposal], todos: Sequence[Todo] = (),
+          class_style: dict[str, bool] | None = None) -> str:
+    """``code`` with the proposals (all of module ``module``) written and the TODOs added.
+
+    ``class_style`` (``Class`` -> whether it declares tensor attributes at
+    class level) picks where an attribute's declaration goes.
+    """
+    styles = class_style or {}
+    self_style = {p.target.path for p in proposals
+                  if not p.target.name and not styles.get(p.target.path.rsplit(".", 1)[0], False)}
+    tree = cst.parse_module(code)
+    overlay = as_overlay(proposals, self_style)
+    if overlay.functions or overlay.attributes:
+        tree = OverlayCommand(CodemodContext(full_module_name=module), overlay).transform_module(tree)
+    declared = {p.target.path: p.annotation for p in proposals if p.target.path in self_style
+                and isinstance(p.annotation, SpmdType)}
+    if declared:
+        command = _SelfAttributes(CodemodContext(full_module_name=module), declared)
+        tree = command.transform_module(tree)
+        if command.declared:  # no plain first assignment to annotate: declare at class level
+            rest = ModuleOverlay(attributes=dict(command.declared))
+            tree = OverlayCommand(CodemodContext(full_module_name=module), rest).transform_module(tree)
+    if todos:
+        by_place: dict[str, list[str]] = {}
+        for todo in todos:
+            place = todo.target.path.rsplit(".", 1)[0] if not todo.target.name else todo.target.path
+            by_place.setdefault(place, []).append(f"{todo.target.describe()}: {todo.message}")
+        tree = _Todos(CodemodContext(full_module_name=module), by_place).transform_module(tree)
+    return tree.code

@@ -5,8 +5,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 CONFIG=spmd_mypy/recommended.ini
 
 echo "== 1. The typed models check clean"
-mypy --config-file "$CONFIG" examples/gpt examples/train_mlp.py examples/global_mlp.py \
-    examples/vocab_parallel_softmax.py
+TYPED=(examples/gpt examples/train_mlp.py examples/global_mlp.py examples/vocab_parallel_softmax.py)
+mypy --config-file "$CONFIG" "${TYPED[@]}"
+echo "...and how much of them has known SPMD types (docs/checker.md#coverage-where-do-types-die)"
+spmd-coverage --config-file "$CONFIG" --top 3 "${TYPED[@]}"
 
 echo
 echo "== 2. The bug gallery (docs/bugs.md): every bug is reported..."

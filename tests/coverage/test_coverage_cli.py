@@ -61,6 +61,10 @@ def test_summary_and_json(cache: Path, tmp_path: Path) -> None:
     ]
 
 
+def test_the_documented_summary_is_the_commands() -> None:
+    assert f"--top 2 tests/coverage/fixture\n{SUMMARY}```" in (ROOT / "docs" / "checker.md").read_text()
+
+
 def test_a_bad_config_exits_2_with_its_message(cache: Path, tmp_path: Path) -> None:
     config = tmp_path / "mypy.ini"
     config.write_text(config_text("[spmd_mypy]\nstrict = perhaps\n"))

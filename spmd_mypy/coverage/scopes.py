@@ -65,9 +65,10 @@ class Scope:
     line: int
     root: Node
     expressions: list[Expression] = field(default_factory=list)
-    """Its own expressions that count, in the order mypy's traverser finds them."""
+    """Its own expressions, targets and the checker's wrappers left out, in the order mypy's traverser finds them
+    (of every type: :mod:`spmd_mypy.coverage.figures` keeps the tensor-valued ones)."""
     bindings: list[tuple[list[Expression], Expression]] = field(default_factory=list)
-    """(targets, value): each assignment, ``for``, ``with`` and comprehension that binds names here."""
+    """(targets, value): each ``=``, ``+=``, ``:=``, ``for``, ``with`` and comprehension ``for`` that binds here."""
     children: list[Scope] = field(default_factory=list)
     deleted: list[Expression] = field(default_factory=list)
     """What its ``del`` statements delete (not counted either)."""

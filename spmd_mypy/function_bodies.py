@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from mypy.checker import TypeChecker
-from mypy.nodes import Expression, FuncDef, FuncItem, MypyFile, NameExpr
+from mypy.nodes import FUNC_NO_INFO, Expression, FuncDef, FuncItem, MypyFile, NameExpr
 from mypy.plugin import FunctionContext
 from mypy.types import CallableType, TupleType, Type, get_proper_type
 
@@ -150,7 +150,7 @@ def wraps_returns(function: FuncDef) -> bool:
     """Whether ``function`` is a Function's ``forward``/``backward`` whose declared result has SPMD types:
     its returned values are judged by :func:`returned_hook` (:mod:`spmd_mypy.wrappers`)."""
     owner = function.info
-    return (function.name in BODIES and owner is not None and owner.has_base(FUNCTION)
+    return (function.name in BODIES and owner is not None and owner is not FUNC_NO_INFO and owner.has_base(FUNCTION)
             and isinstance(function.type, CallableType) and bool(typed_tensors_in(function.type.ret_type)))
 
 

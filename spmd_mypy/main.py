@@ -284,7 +284,10 @@ class SpmdPlugin(Plugin):
         return guarded(untyped_boundaries.call_hook(fullname))
 
     def _wrap(self, analyzer: SemanticAnalyzer) -> None:
-        """Have the module's returns (and, strict, untyped third-party calls) wrapped for their hooks."""
+        """Have the module's returns (and, strict, untyped third-party calls) wrapped for their hooks;
+        not in the standard library's or installed packages' modules, where mypy reports nothing."""
+        if _installed(analyzer.cur_mod_id, analyzer.cur_mod_node.path):
+            return
         strict = self.config.strict
         wrappers.schedule(analyzer, wrappers.Wrapping(
             returns=lambda function: function_bodies.wraps_returns(function)

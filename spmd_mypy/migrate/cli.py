@@ -2,6 +2,8 @@
 
     spmd-migrate [--diff | --in-place | --output-dir DIR] [--overlay FILE ...]
                  [--replicated-dst R|I] [--config-file FILE] PATH ...
+    spmd-migrate --infer [--diff | --in-place | --output-dir DIR | --write-overlay FILE]
+                 [--config-file FILE] [--cache-dir DIR] PATH ...
 
 PATHs are files or directories (searched for ``*.py``).  Without a mode the
 command only prints a diff: nothing is written unless asked.  With
@@ -14,6 +16,10 @@ path below a ``--root`` (needed for namespace packages such as
 The mesh axis of a ``group=`` comes from the checker's ``[spmd_mypy] groups``
 declaration in ``--config-file``, or in the config file mypy would find
 from the current directory; the codemod's name guesses fill in the rest.
+
+``--infer`` instead writes the SPMD annotations the code lacks, from what
+mypy with the plugin infers (:mod:`.infer`), into the sources or, with
+``--write-overlay``, into an overlay file for code the user does not own.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Sequence
 
 from spmd_mypy import config
 from spmd_mypy.migrate.engine import migrate_source
+from spmd_mypy.migrate.infer import Inference, infer, overlay_toml
 from spmd_mypy.migrate.names import module_of_path
 from spmd_mypy.migrate.overlay import ModuleOverlay, OverlayError, apply_overlay, load_overlays
 from spmd_mypy.migrate.transformer import Report
@@ -116,7 +123,60 @@ def _parser() -> argparse.ArgumentParser:
                         help="the mypy config file whose [spmd_mypy] groups name the axes of process groups "
                         "(default: the one mypy would find from the current directory)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    parser.add_argument("--infer", action="store_true",
+                        help="write the SPMD annotations the code lacks, inferred by the checker "
+                        "(parameters from call sites, returns from bodies, attributes from assignments)")
+    mode.add_argument("--write-overlay", type=Path, metavar="FILE",
+                      help="with --infer: write the inferred annotations to an overlay file, not the sources")
+    parser.add_argument("--cache-dir", type=Path, help="with --infer: mypy's cache directory")
     return parser
+
+
+def _infer(args: argparse.Namespace) -> int:
+    """``--infer``: check, write what the checker knows, check again, until nothing changes."""
+    config_file = args.config_file
+    if config_file is None:
+        found = config.find_config_file(Path.cwd())
+        config_file = Path(found) if found else None
+    result = infer(args.paths, config_file, args.cache_dir)
+    if not args.quiet:
+        _print_inference(result)
+    changed = [path for path in result.texts if result.texts[path] != result.originals[path]]
+    if args.write_overlay is not None:
+        args.write_overlay.write_text(overlay_toml(result.overlays()))
+        changed = []
+    elif args.output_dir is not None:
+        _copy_tree(args.paths, args.output_dir)
+        for job in _jobs(args.paths, args.output_dir):
+            if job.source.resolve() in changed:
+                job.destination.write_text(result.texts[job.source.resolve()])
+    elif args.in_place:
+        for path in changed:
+            path.write_text(result.texts[path])
+    else:
+        for path in changed:
+            shown = str(_shown_path(path))
+            sys.stdout.writelines(difflib.unified_diff(
+                result.originals[path].splitlines(keepends=True), result.texts[path].splitlines(keepends=True),
+                fromfile=shown, tofile=shown))
+    print(f"spmd-migrate --infer: {result.count('parameter')} parameters, {result.count('return')} returns, "
+          f"{result.count('attribute')} attributes inferred, {len(result.todos)} TODOs, "
+          f"{len(changed)} files changed ({result.runs} mypy runs)", file=sys.stderr)
+    return 0
+
+
+def _shown_path(path: Path) -> Path:
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def _print_inference(result: Inference) -> None:
+    for proposal in result.written:
+        print(f"{proposal.file}: inferred: {proposal.target.describe()}: {proposal.annotation.annotation()}")
+    for todo in result.todos:
+        print(f"{todo.file}: todo: {todo.target.describe()}: {todo.text()}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,6 +184,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [str(p) for p in args.paths if not p.exists()]
     if missing:
         print(f"spmd-migrate: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    if args.infer:
+        return _infer(args)
+    if args.write_overlay is not None:
+        print("spmd-migrate: --write-overlay needs --infer", file=sys.stderr)
         return 2
     try:
         overlays = load_overlays(args.overlay)

@@ -28,17 +28,17 @@ import difflib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 from spmd_mypy.migrate.infer_evidence import Evidence, gather
 from spmd_mypy.migrate.infer_rules import RETURN, Proposal, Target, Todo, propose
-from spmd_mypy.migrate.infer_writer import as_overlay, write
+from spmd_mypy.migrate.infer_writer import TODO_PREFIX, as_overlay, write
 from spmd_mypy.migrate.overlay import ModuleOverlay, SpmdTuple, SpmdType
 from spmd_mypy.typed_run import Diagnostic, TypedRun, check
 
 __all__ = ["Inference", "infer", "line_map", "overlay_toml"]
 
-MAX_ROUNDS = 10
+MAX_ROUNDS = 30
 
 
 @dataclass
@@ -52,6 +52,8 @@ class Inference:
     modules: dict[Path, str]
     written: list[Proposal] = field(default_factory=list)
     todos: list[Todo] = field(default_factory=list)
+    before: list[Diagnostic] = field(default_factory=list)
+    """The first check's diagnostics, of ``originals``."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
     """The last check's diagnostics, of ``checked`` (the texts before the TODO lines)."""
     checked: dict[Path, str] = field(default_factory=dict)
@@ -117,6 +119,8 @@ class _Loop:
     result: Inference
     blocked: dict[Target, Todo] = field(default_factory=dict)
     todos: dict[Target, Todo] = field(default_factory=dict)
+    left_to_user: set[str] = field(default_factory=set)
+    """What the TODOs already in the sources name (``parameter x of f``): not proposed again."""
 
     def check(self, texts: dict[Path, str]) -> TypedRun:
         self.result.runs += 1
@@ -136,6 +140,7 @@ class _Loop:
         """One round: propose, write, check, take back what the checker rejects. True if anything was kept."""
         evidence = gather(run)
         candidates, todos = propose(evidence, set(self.blocked))
+        candidates = [p for p in candidates if p.target.describe() not in self.left_to_user]
         self.todos = {t.target: t for t in todos}
         while candidates:
             new_texts = self.edited(texts, candidates, evidence)
@@ -157,11 +162,23 @@ class _Loop:
             for proposal in hit or candidates:
                 if proposal not in owners:
                     owners.append(proposal)
+                    reported = f"{diagnostic.message} [{diagnostic.code}]".replace("{", "{{").replace("}", "}}")
                     self.blocked[proposal.target] = Todo(
                         proposal.target, proposal.file,
-                        f"inferred {_shown(proposal.annotation)} but took it back: mypy then reported "
-                        f"{diagnostic.path}:{diagnostic.line}: {diagnostic.message} [{diagnostic.code}]")
+                        f"inferred {_shown(proposal.annotation)} but took it back: mypy then reported {{0}}: {reported}",
+                        ((diagnostic.path, diagnostic.line),))
         return owners
+
+
+def _left_to_user(texts: Iterable[str]) -> set[str]:
+    """The places the TODO comments of an earlier run name (what precedes the first ``: ``)."""
+    found = set()
+    for text in texts:
+        for line in text.splitlines():
+            stripped = line.strip()
+            if stripped.startswith(TODO_PREFIX) and ": " in stripped[len(TODO_PREFIX):]:
+                found.add(stripped[len(TODO_PREFIX):].split(": ", 1)[0])
+    return found
 
 
 def _shown(annotation: SpmdType | SpmdTuple) -> str:
@@ -176,7 +193,9 @@ def infer(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
     first = check(paths, config_file, cache_dir)
     modules = {Path(tree.path).resolve(): module for module, tree in first.trees.items()}
     originals = {path: path.read_text() for path in modules}
-    loop = _Loop(paths, config_file, cache_dir, Inference(originals, dict(originals), modules, runs=1))
+    loop = _Loop(paths, config_file, cache_dir,
+                 Inference(originals, dict(originals), modules, before=first.diagnostics, runs=1))
+    loop.left_to_user = _left_to_user(originals.values())
     run, texts = first, dict(originals)
     for _ in range(MAX_ROUNDS):
         run, texts, progressed = loop.round(run, texts)
@@ -187,11 +206,23 @@ def infer(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
              if target not in written or target in loop.todos]
     loop.result.todos = todos
     loop.result.diagnostics, loop.result.checked = run.diagnostics, texts
-    loop.result.texts = {
-        path: write(text, modules[path], [], [t for t in todos if t.target.module == modules[path]])
-        for path, text in texts.items()
-    }
+    loop.result.texts = _with_todos(texts, modules, todos)
     return loop.result
+
+
+def _with_todos(texts: dict[Path, str], modules: dict[Path, str], todos: list[Todo]) -> dict[Path, str]:
+    """The texts with the TODO lines, the lines they name moved past the TODO lines above them."""
+    def written(moved: Callable[[str, int], int] | None) -> dict[Path, str]:
+        return {path: write(text, modules[path], [], [t for t in todos if t.target.module == modules[path]], moved=moved)
+                for path, text in texts.items()}
+
+    first = written(None)
+    maps = {path: line_map(texts[path], first[path]) for path in texts}
+
+    def moved(file: str, line: int) -> int:
+        return maps.get(Path(file).resolve(), {}).get(line, line)
+
+    return written(moved)
 
 
 def _toml_type(annotation: SpmdType | SpmdTuple) -> str:

@@ -27,6 +27,8 @@ from mypy.argmap import map_actuals_to_formals
 from mypy.nodes import (
     ARG_STAR,
     ARG_STAR2,
+    FUNC_NO_INFO,
+    ArgKind,
     AssignmentStmt,
     CallExpr,
     ClassDef,
@@ -142,7 +144,7 @@ def _is_unannotated(typ: Type | None) -> bool:
 def _function_evidence(func: FuncDef, module: str, path: str, file: str) -> FunctionEvidence:
     signature = func.type if isinstance(func.type, CallableType) else None
     untyped, optional = [], set()
-    arguments = func.arguments[1:] if func.info is not None and not func.is_static else func.arguments
+    arguments = func.arguments[1:] if func.info is not FUNC_NO_INFO and not func.is_static else func.arguments
     offset = len(func.arguments) - len(arguments)
     for index, argument in enumerate(arguments):
         if argument.kind in (ARG_STAR, ARG_STAR2):
@@ -281,21 +283,30 @@ def _assigned_type(run: TypedRun, value: Expression) -> Type | None:
     return run.type_of(value)
 
 
-def _called(run: TypedRun, call: CallExpr) -> tuple[FuncDef, list, list] | None:
+def _called(run: TypedRun, call: CallExpr) -> tuple[FuncDef, list[ArgKind], list[str | None]] | None:
     """The function a call runs, with the formals its arguments map to (bound methods: without self)."""
     callee = run.type_of(call.callee)
     proper = get_proper_type(callee) if callee is not None else None
+    if isinstance(proper, CallableType) and proper.is_type_obj():
+        return None  # a class: its __init__'s parameters are not tensors worth inferring here
     if isinstance(proper, CallableType) and isinstance(proper.definition, FuncDef):
-        func = proper.definition
-        if isinstance(call.callee, RefExpr) and call.callee.node is not None and proper.is_type_obj():
-            return None  # a class: its __init__'s parameters are not tensors worth inferring here
-        return func, list(proper.arg_kinds), list(proper.arg_names)
+        return proper.definition, list(proper.arg_kinds), list(proper.arg_names)
+    if isinstance(call.callee, RefExpr) and isinstance(call.callee.node, Decorator):
+        func = call.callee.node.func  # a decorated function (global_spmd): its own parameters
+        bound = isinstance(call.callee, MemberExpr) and func.info is not FUNC_NO_INFO and not func.is_static
+        return _formals(func, bound)
     if isinstance(proper, Instance):
         forward = proper.type.get_method("forward")
+        if isinstance(forward, Decorator):
+            forward = forward.func
         if isinstance(forward, FuncDef) and forward.arguments:
-            arguments = forward.arguments[1:]
-            return forward, [a.kind for a in arguments], [a.variable.name for a in arguments]
+            return _formals(forward, bound=True)
     return None
+
+
+def _formals(func: FuncDef, bound: bool) -> tuple[FuncDef, list[ArgKind], list[str | None]]:
+    arguments = func.arguments[1:] if bound else func.arguments
+    return func, [a.kind for a in arguments], [a.variable.name for a in arguments]
 
 
 def gather(run: TypedRun) -> Evidence:

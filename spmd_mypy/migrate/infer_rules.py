@@ -2,7 +2,8 @@
 
 * A **parameter** without an SPMD type gets the type its call sites pass,
   axis by axis: an axis every call site mentions with the same type is
-  written; an axis the sites disagree on is left out (the function then
+  written (``S(i)`` where the others say ``V``: the same local type with a
+  known shard dim); an axis the sites disagree on is left out (the function then
   passes it through, as any function annotated on fewer axes does) and a
   TODO names the call sites.  No axis left: no annotation, only the TODO.
   It waits while a call site's argument is still unknown, and a function
@@ -10,7 +11,8 @@
 * A **return** without an SPMD type gets the type of the values the body
   returns, when mypy checked the body, every return is a tensor (or a fixed
   tuple of tensors) of a known type and they all agree, and no parameter of
-  the same function is being inferred in the same round.
+  the same function is being inferred in the same round or still waits
+  for a call site's argument to become known.
 * An **attribute** ``self.NAME`` the class declares no type for gets the
   type of the values assigned to it (``nn.Parameter(x)``: ``x``'s), when
   every assignment is a tensor of the same known type.
@@ -19,8 +21,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
-from mypy.types import NoneType, Type, get_proper_type
+from mypy.types import AnyType, NoneType, Type, get_proper_type
 
 from spmd_mypy.migrate.infer_evidence import AttributeEvidence, Evidence, FunctionEvidence, Site, tuple_items
 from spmd_mypy.migrate.overlay import SpmdTuple, SpmdType
@@ -65,6 +68,16 @@ class Todo:
     target: Target
     file: str
     message: str
+    """The text, with ``{0}``, ``{1}``... where it names ``places`` (their lines move as TODO lines are added)."""
+    places: tuple[tuple[str, int], ...] = ()
+
+    def text(self, moved: Callable[[str, int], int] | None = None) -> str:
+        """The message, each place named ``line 12`` (in this file) or ``path:12``, its line ``moved``."""
+        named = []
+        for path, line in self.places:
+            line = moved(path, line) if moved is not None else line
+            named.append(f"line {line}" if path == self.file else f"{path}:{line}")
+        return self.message.format(*named)
 
 
 def _known(typ: Type | None) -> TensorType | None:
@@ -73,10 +86,6 @@ def _known(typ: Type | None) -> TensorType | None:
         return None
     found = spmd_members(typ)
     return found[0] if len(found) == 1 else None
-
-
-def _where(site: Site) -> str:
-    return f"{site.path}:{site.line}"
 
 
 def _shown(typ: Type | None) -> str:
@@ -98,10 +107,25 @@ def _agreement(sites: list[Site]) -> tuple[TensorType | None, list[str]]:
         for axis, axis_type in t.axes:
             if axis in common:
                 by_axis.setdefault(axis, set()).add(axis_type)
-    agreed = {axis: next(iter(found)) for axis, found in by_axis.items() if len(found) == 1}
-    disagreeing = sorted(axis for axis, found in by_axis.items() if len(found) > 1)
+    merged = {axis: _merged(found) for axis, found in by_axis.items()}
+    agreed = {axis: found for axis, found in merged.items() if found is not None}
+    disagreeing = sorted(axis for axis, found in merged.items() if found is None)
     ordered = {axis: agreed[axis] for axis, _ in flat[0].axes if axis in agreed} if flat and flat[0] else {}
     return (TensorType.of(ordered) if ordered else None), disagreeing
+
+
+def _merged(found: set[AxisType]) -> AxisType | None:
+    """The one type several sites give an axis: equal, or ``S(i)`` where the others say ``V``.
+
+    ``S(i)`` is ``V`` with a known shard dim (the same local type), so a
+    parameter declared ``S(i)`` accepts a ``V`` argument.
+    """
+    if len(found) == 1:
+        return next(iter(found))
+    shards = {t for t in found if t.shard is not None}
+    if len({t.local for t in found}) == 1 and len(shards) == 1:
+        return next(iter(shards))
+    return None
 
 
 def _parameter(function: FunctionEvidence, name: str) -> tuple[Proposal | None, Todo | None]:
@@ -114,10 +138,11 @@ def _parameter(function: FunctionEvidence, name: str) -> tuple[Proposal | None, 
     agreed, disagreeing = _agreement(sites)
     todo = None
     if disagreeing or agreed is None:
-        shown = ", ".join(f"{_where(s)} passes {_shown(s.type)}" for s in sites)
+        shown = ", ".join(f"{{{i}}} passes {_shown(s.type)}" for i, s in enumerate(sites))
         axes = ", ".join(disagreeing) or "every axis"
         todo = Todo(target, function.file, f"the call sites disagree on {axes} ({shown}); "
-                    f"annotate {name} by hand (a Union, or one type the callers convert to)")
+                    f"annotate {name} by hand (a Union, or one type the callers convert to)",
+                    tuple((s.path, s.line) for s in sites))
     if agreed is None:
         return None, todo
     lines = frozenset(range(function.line, function.end_line + 1)) | {line for _, line in function.call_lines}
@@ -166,12 +191,25 @@ def _attribute(attribute: AttributeEvidence) -> tuple[Proposal | None, Todo | No
         return None, None
     target = Target(attribute.module, attribute.path, "")
     if len(set(known)) > 1:
-        shown = ", ".join(f"{_where(s)} assigns {k}" for s, k in zip(sites, known))
-        return None, Todo(target, attribute.file, f"the assignments disagree ({shown}); annotate it by hand")
+        shown = ", ".join(f"{{{i}}} assigns {k}" for i, k in enumerate(known))
+        return None, Todo(target, attribute.file, f"the assignments disagree ({shown}); annotate it by hand",
+                          tuple((s.path, s.line) for s in sites))
     first = known[0]
     assert first is not None
     lines = frozenset(range(attribute.class_line, attribute.class_end_line + 1))
     return Proposal(target, SpmdType((first,)), attribute.file, lines), None
+
+
+def _unsettled(site: Site) -> bool:
+    """An argument whose type may still become known: Any (an untyped helper's result), an unknown tensor."""
+    if site.type is None or isinstance(get_proper_type(site.type), AnyType):
+        return True
+    return any(t is None for t in spmd_members(site.type))
+
+
+def _waiting(function: FunctionEvidence) -> bool:
+    """Whether a parameter still lacking a type may get one later (a call site's argument not yet known)."""
+    return any(_unsettled(call[name]) for name in function.untyped_params for call in function.calls if name in call)
 
 
 def propose(evidence: Evidence, blocked: set[Target]) -> tuple[list[Proposal], list[Todo]]:
@@ -187,7 +225,7 @@ def propose(evidence: Evidence, blocked: set[Target]) -> tuple[list[Proposal], l
                 pending = True
             if todo is not None:
                 todos.append(todo)
-        returned = None if pending else _return(function)
+        returned = None if pending or _waiting(function) else _return(function)
         if returned is not None and returned.target not in blocked:
             proposals.append(returned)
     for attribute in evidence.attributes.values():

@@ -12,7 +12,7 @@ the function (or class) it concerns, never written twice.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
@@ -123,11 +123,12 @@ class _Todos(VisitorBasedCodemodCommand):
 
 
 def write(code: str, module: str, proposals: Sequence[Proposal], todos: Sequence[Todo] = (),
-          class_style: dict[str, bool] | None = None) -> str:
+          class_style: dict[str, bool] | None = None, moved: Callable[[str, int], int] | None = None) -> str:
     """``code`` with the proposals (all of module ``module``) written and the TODOs added.
 
     ``class_style`` (``Class`` -> whether it declares tensor attributes at
-    class level) picks where an attribute's declaration goes.
+    class level) picks where an attribute's declaration goes; ``moved``
+    gives the line a TODO should name for a line it names.
     """
     styles = class_style or {}
     self_style = {p.target.path for p in proposals
@@ -148,6 +149,6 @@ def write(code: str, module: str, proposals: Sequence[Proposal], todos: Sequence
         by_place: dict[str, list[str]] = {}
         for todo in todos:
             place = todo.target.path.rsplit(".", 1)[0] if not todo.target.name else todo.target.path
-            by_place.setdefault(place, []).append(f"{todo.target.describe()}: {todo.message}")
+            by_place.setdefault(place, []).append(f"{todo.target.describe()}: {todo.text(moved)}")
         tree = _Todos(CodemodContext(full_module_name=module), by_place).transform_module(tree)
     return tree.code

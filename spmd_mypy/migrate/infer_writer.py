@@ -12,7 +12,7 @@ the function (or class) it concerns, never written twice.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
@@ -92,6 +92,9 @@ def _use(context: CodemodContext, spmd_type: SpmdType) -> None:
         AddImportsVisitor.add_needed_import(context, "spmd_stubs.axes", axis)
 
 
+_Definition = TypeVar("_Definition", cst.FunctionDef, cst.ClassDef)
+
+
 class _Todos(VisitorBasedCodemodCommand):
     """A TODO comment line above each function or class a TODO names (once)."""
 
@@ -114,12 +117,14 @@ class _Todos(VisitorBasedCodemodCommand):
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         return self._comment(updated_node)
 
-    def _comment(self, node: cst.FunctionDef | cst.ClassDef):  # type: ignore[no-untyped-def]
+    def _comment(self, node: _Definition) -> _Definition:
         messages = self.todos.get(".".join(self._path), [])
         self._path.pop()
         present = {line.comment.value for line in node.leading_lines if line.comment is not None}
-        new = [cst.EmptyLine(comment=cst.Comment(TODO_PREFIX + m)) for m in messages if TODO_PREFIX + m not in present]
-        return node.with_changes(leading_lines=[*node.leading_lines, *new]) if new else node
+        added: list[cst.EmptyLine] = [
+            cst.EmptyLine(comment=cst.Comment(TODO_PREFIX + m)) for m in messages if TODO_PREFIX + m not in present
+        ]
+        return node.with_changes(leading_lines=[*node.leading_lines, *added]) if added else node
 
 
 def write(code: str, module: str, proposals: Sequence[Proposal], todos: Sequence[Todo] = (),

@@ -58,13 +58,13 @@ class _Calls(cst.CSTVisitor):
         self.called: set[str] = set()
         self.mentioned: list[str] = []
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: cst.Call) -> None:  # noqa: N802
         if isinstance(node.func, cst.Name):
             self.called.add(node.func.value)
         elif isinstance(node.func, cst.Attribute):
             self.called.add(node.func.attr.value)
 
-    def visit_Name(self, node: cst.Name) -> None:
+    def visit_Name(self, node: cst.Name) -> None:  # noqa: N802
         self.mentioned.append(node.value)
 
 
@@ -83,16 +83,16 @@ class _Strip(cst.CSTTransformer):
         self.classes: list[str] = []
         self.stripped: dict[Target, TensorType] = {}
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:  # noqa: N802
         self.path.append(node.name.value)
         self.classes.append(node.name.value)
 
-    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:  # noqa: N802
         self.path.pop()
         self.classes.pop()
         return updated_node
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:  # noqa: N802
         self.path.append(node.name.value)
 
     def _is_helper(self, name: str) -> bool:
@@ -100,7 +100,7 @@ class _Strip(cst.CSTTransformer):
             return True
         return name == "forward" and bool(self.classes) and self.calls.mentioned.count(self.classes[-1]) > 1
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:  # noqa: N802
         path = ".".join(self.path)
         self.path.pop()
         returned = _spmd_text(updated_node.returns)

@@ -30,14 +30,16 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from spmd_mypy import config
 from spmd_mypy.migrate.engine import migrate_source
-from spmd_mypy.migrate.infer import Inference, infer, overlay_toml
 from spmd_mypy.migrate.names import module_of_path
 from spmd_mypy.migrate.overlay import ModuleOverlay, OverlayError, apply_overlay, load_overlays
 from spmd_mypy.migrate.transformer import Report
+
+if TYPE_CHECKING:
+    from spmd_mypy.migrate.infer import Inference
 
 __all__ = ["main"]
 
@@ -134,11 +136,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def _infer(args: argparse.Namespace) -> int:
     """``--infer``: check, write what the checker knows, check again, until nothing changes."""
+    from mypy.errors import CompileError  # mypy and the plugin load only for --infer
+
+    from spmd_mypy.migrate.infer import infer, overlay_toml
+
     config_file = args.config_file
     if config_file is None:
         found = config.find_config_file(Path.cwd())
         config_file = Path(found) if found else None
-    result = infer(args.paths, config_file, args.cache_dir)
+    try:
+        result = infer(args.paths, config_file, args.cache_dir)
+    except CompileError as err:
+        print("spmd-migrate --infer: mypy stopped:\n" + "\n".join(err.messages), file=sys.stderr)
+        return 2
     if not args.quiet:
         _print_inference(result)
     changed = [path for path in result.texts if result.texts[path] != result.originals[path]]
@@ -172,7 +182,7 @@ def _shown_path(path: Path) -> Path:
         return path
 
 
-def _print_inference(result: Inference) -> None:
+def _print_inference(result: "Inference") -> None:
     for proposal in result.written:
         print(f"{proposal.file}: inferred: {proposal.target.describe()}: {proposal.annotation.annotation()}")
     for todo in result.todos:

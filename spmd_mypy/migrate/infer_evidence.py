@@ -248,12 +248,8 @@ def _read_assignments(run: TypedRun, module: str, scope: _Scope, evidence: Evide
             continue
         key = f"{module}:{class_path}.{target.name}"
         found = evidence.attributes.setdefault(key, AttributeEvidence(
-            module, f"{class_path}.{target.name}", method_file(evidence, method), cls.line, cls.end_line or cls.line))
+            module, f"{class_path}.{target.name}", evidence.functions[method].file, cls.line, cls.end_line or cls.line))
         found.assignments.append(Site(found.file, statement.line, _assigned_type(run, statement.rvalue)))
-
-
-def method_file(evidence: Evidence, method: FuncDef) -> str:
-    return evidence.functions[method].file
 
 
 _ANY = AnyType(TypeOfAny.special_form)

@@ -127,6 +127,43 @@ class _Todos(VisitorBasedCodemodCommand):
         return node.with_changes(leading_lines=[*node.leading_lines, *added]) if added else node
 
 
+_SORTED_MODULES = ("spmd_stubs", "spmd_stubs.axes")
+
+
+class _SortedImports(cst.CSTTransformer):
+    """``from spmd_stubs import V, I, Tensor`` -> ``... import I, Tensor, V`` where names were added to it."""
+
+    def __init__(self, before: dict[str, set[str]]) -> None:
+        super().__init__()
+        self.before = before
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom) -> cst.ImportFrom:
+        module = cst.Module([]).code_for_node(updated_node.module) if updated_node.module is not None else ""
+        names = updated_node.names
+        if module not in _SORTED_MODULES or isinstance(names, cst.ImportStar) or updated_node.lpar is not None:
+            return updated_node
+        if {cst.Module([]).code_for_node(a.name) for a in names} == self.before.get(module):
+            return updated_node
+        ordered = sorted(names, key=lambda a: cst.Module([]).code_for_node(a))
+        last = len(ordered) - 1
+        return updated_node.with_changes(names=[
+            a.with_changes(comma=cst.MaybeSentinel.DEFAULT if i == last else cst.Comma(
+                whitespace_after=cst.SimpleWhitespace(" "))) for i, a in enumerate(ordered)])
+
+
+def _imported(tree: cst.Module) -> dict[str, set[str]]:
+    """The names each ``from spmd_stubs(.axes) import ...`` of the module imports."""
+    found: dict[str, set[str]] = {}
+    for statement in tree.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.ImportFrom) and small.module is not None and not isinstance(
+                        small.names, cst.ImportStar):
+                    module = cst.Module([]).code_for_node(small.module)
+                    found.setdefault(module, set()).update(cst.Module([]).code_for_node(a.name) for a in small.names)
+    return found
+
+
 def write(code: str, module: str, proposals: Sequence[Proposal], todos: Sequence[Todo] = (),
           class_style: dict[str, bool] | None = None, moved: Callable[[str, int], int] | None = None) -> str:
     """``code`` with the proposals (all of module ``module``) written and the TODOs added.
@@ -139,6 +176,7 @@ def write(code: str, module: str, proposals: Sequence[Proposal], todos: Sequence
     self_style = {p.target.path for p in proposals
                   if not p.target.name and not styles.get(p.target.path.rsplit(".", 1)[0], False)}
     tree = cst.parse_module(code)
+    before = _imported(tree)
     overlay = as_overlay(proposals, self_style)
     if overlay.functions or overlay.attributes:
         tree = OverlayCommand(CodemodContext(full_module_name=module), overlay).transform_module(tree)
@@ -150,6 +188,7 @@ def write(code: str, module: str, proposals: Sequence[Proposal], todos: Sequence
         if command.declared:  # no plain first assignment to annotate: declare at class level
             rest = ModuleOverlay(attributes=dict(command.declared))
             tree = OverlayCommand(CodemodContext(full_module_name=module), rest).transform_module(tree)
+    tree = tree.visit(_SortedImports(before))
     if todos:
         by_place: dict[str, list[str]] = {}
         for todo in todos:

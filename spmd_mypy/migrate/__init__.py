@@ -9,6 +9,9 @@
   naming the open choice where it is not, see :mod:`.raw` and :mod:`.plans`.
 * ``--overlay`` first applies SPMD annotations declared outside the source
   (third-party code), see :mod:`.overlay`.
+* ``--infer`` writes the SPMD annotations the code lacks (parameters from
+  their call sites, returns from their bodies, attributes from their
+  assignments), from what mypy with the plugin infers, see :mod:`.infer`.
 
 Formatting and comments are preserved (libcst), and a second run changes
 nothing.  Usage: ``spmd-migrate --diff src/`` or ``python -m spmd_mypy.migrate``.

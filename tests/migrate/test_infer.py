@@ -249,6 +249,12 @@ def test_rmsnorm_bug_is_reported_only_after_inference(runs: Runs) -> None:
     assert "mixes Invariant with Varying on axis tp" in after[0].message
 
 
+def test_an_attribute_is_declared_in_the_style_of_its_class(runs: Runs) -> None:
+    text = runs.result.texts[runs.file("class_attributes.py")]
+    assert '    """This rank\'s rows of a column-parallel weight and bias."""\n    weight: Tensor[S(0)@tp]\n' in text
+    assert "        self.weight = nn.Parameter(weight)\n" in text
+
+
 # --------------------------------------------------------------------------
 # 3. Disagreement, the never-rejected rule, idempotence, overlays, the command
 # --------------------------------------------------------------------------

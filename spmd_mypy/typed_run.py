@@ -24,6 +24,7 @@ from mypy.build import BuildSource
 from mypy.fscache import FileSystemCache
 from mypy.main import process_options
 from mypy.nodes import Expression, MypyFile
+from mypy.options import Options
 from mypy.types import Type
 
 from spmd_mypy import config
@@ -93,7 +94,7 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
     fscache = FileSystemCache()
     sources, options = process_options([*arguments, *map(str, paths)], fscache=fscache)
     options.export_types = True
-    options.preserve_asts = True
+    _keep_trees(options, [source.module for source in sources])
     with tempfile.TemporaryDirectory(prefix="spmd-typed-run-") as scratch:
         checked, originals = _with_texts(sources, texts or {}, Path(scratch))
         with config.overriding(**({} if strict is None else {"strict": strict})):
@@ -104,6 +105,25 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
         tree.path = originals.get(tree.path, tree.path)
     diagnostics = [_original(d, originals) for d in map(Diagnostic.parse, result.errors) if d is not None]
     return TypedRun(diagnostics, trees, dict(result.types))
+
+
+def _keep_trees(options: Options, modules: list[str]) -> None:
+    """Keep the checked modules' trees after the build, and only theirs complete.
+
+    mypy frees every tree once its module is checked unless ``preserve_asts``
+    is set, and with it set it also parses and checks the bodies of every
+    installed package it would otherwise skip (torch's: a cold run takes
+    minutes without the recommended config's skips).  So it is set, and taken
+    back for every other dotted module (a ``*.*`` section: mypy puts a
+    module's own section before any pattern); the remaining top-level
+    modules (``torch/__init__.py``) cost little.
+    """
+    options.preserve_asts = True
+    others = {"preserve_asts": False}
+    options.per_module_options.setdefault("*.*", {}).update(others)
+    for module in modules:
+        options.per_module_options.setdefault(module, {})["preserve_asts"] = True
+    options._per_module_cache = None  # built from per_module_options on first use
 
 
 def _with_texts(sources: list[BuildSource], texts: Mapping[Path, str],

@@ -12,6 +12,7 @@ everything they import (torch above all) comes from the cache as usual.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import tempfile
@@ -99,6 +100,7 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
         checked, originals = _with_texts(sources, texts or {}, Path(scratch))
         with config.overriding(**({} if strict is None else {"strict": strict})):
             result = build.build(checked, options, fscache=fscache)
+        _forget_copies(result, checked, originals)
     modules = {source.module for source in checked}
     trees = {name: state.tree for name, state in result.graph.items() if name in modules and state.tree is not None}
     for tree in trees.values():
@@ -146,6 +148,19 @@ def _with_texts(sources: list[BuildSource], texts: Mapping[Path, str],
         originals[str(copy)] = str(source.path)
         checked.append(BuildSource(str(copy), source.module, text, source.base_dir, source.followed))
     return checked, originals
+
+
+def _forget_copies(result: build.BuildResult, checked: list[BuildSource], originals: dict[str, str]) -> None:
+    """Drop what the cache holds for the copies: it names their paths, and a later mypy run over the
+    original (whose text may be the copy's once the edits are written) would print those paths."""
+    store = result.manager.metastore
+    for source in checked:
+        if source.path in originals:
+            for name in build.get_cache_names(source.module, source.path, result.manager.options):
+                if name is not None:
+                    with contextlib.suppress(OSError):  # not written (no cache, or the module not checked)
+                        store.remove(name)
+    store.commit()
 
 
 def _original(diagnostic: Diagnostic, originals: dict[str, str]) -> Diagnostic:

@@ -25,6 +25,7 @@ from spmd_mypy.migrate.infer_rules import RETURN, Target
 from spmd_mypy.migrate.overlay import SpmdType, apply_overlay, load_overlays
 from spmd_mypy.typed_run import Diagnostic, check
 from spmd_stubs.core import TensorType
+from tests.plugin.harness import run_mypy
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "infer_cases"
@@ -333,3 +334,20 @@ def test_the_command_line(runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixt
     assert "spmd-migrate --infer: 1 parameters, 1 returns, 1 attributes inferred, 0 TODOs, 1 files changed" in err
     assert source.read_text() == (CASES / "rmsnorm.py").read_text()
     assert load_overlays([overlay_file])["rmsnorm"].attributes == {"RMSNorm.weight": SpmdType.parse("I@tp", "")}
+
+
+def test_the_written_file_then_checks_under_its_own_name(runs: Runs, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The rounds check copies of the edited files; what mypy cached for a copy must not stand in for the
+    file once the edits are written (its errors would name the copy's path)."""
+    source = tmp_path / "rmsnorm.py"
+    shutil.copy(CASES / "rmsnorm.py", source)
+    cache = runs.cache / "mypy"
+    with open(runs.cache / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert main(["--infer", "--in-place", "--quiet", "--config-file", str(CONFIG), "--cache-dir", str(cache),
+                     str(source)]) == 0
+        printed = run_mypy([source], CONFIG, cache, tmp_path)
+    capsys.readouterr()
+    assert [line.split(": ")[0] for line in printed.splitlines()] == ["rmsnorm.py:29"], printed
+    assert "[spmd-invariant-mix]" in printed

@@ -135,7 +135,7 @@ def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wrapping: Wrapping) -> Non
     functions = list(_functions(tree.defs))
     for function in functions:
         if wrapping.returns(function):
-            for returned in _own_returns(function):
+            for returned in own_returns(function):
                 if returned.expr is not None and not marked(returned.expr, RETURNED):
                     returned.expr = wrapped(returned.expr, RETURNED, analyzer)
     if wrapping.called_values:
@@ -201,7 +201,7 @@ def _functions(statements: list[Statement]) -> Iterator[FuncDef]:
                 yield from _functions(block.body)
 
 
-def _own_returns(function: FuncDef) -> list[ReturnStmt]:
+def own_returns(function: FuncDef) -> list[ReturnStmt]:
     """The function's return statements, not those of nested functions or lambdas."""
     lambdas = {id(e.body.body[0]) for e in get_subexpressions(function) if isinstance(e, LambdaExpr) and e.body.body}
     return [r for r in all_return_statements(function) if id(r) not in lambdas]

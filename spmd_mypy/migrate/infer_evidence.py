@@ -35,17 +35,14 @@ from mypy.nodes import (
     Decorator,
     Expression,
     FuncDef,
-    LambdaExpr,
     MemberExpr,
     MypyFile,
     NameExpr,
     RefExpr,
-    ReturnStmt,
     Statement,
     TypeInfo,
 )
 from mypy.server.subexpr import get_subexpressions
-from mypy.traverser import all_return_statements
 from mypy.types import (
     AnyType,
     CallableType,
@@ -61,6 +58,7 @@ from mypy.types import (
 from spmd_mypy.representation import members, spmd_of, tensor_instance
 from spmd_mypy.statements import nested_blocks, statements_in
 from spmd_mypy.typed_run import TypedRun
+from spmd_mypy.wrappers import own_returns
 
 __all__ = ["Site", "FunctionEvidence", "AttributeEvidence", "Evidence", "gather"]
 
@@ -199,14 +197,8 @@ def _is_tensor_annotation(statement: AssignmentStmt) -> bool:
     return statement.type is not None and any(tensor_instance(m) is not None for m in members(statement.type))
 
 
-def _own_returns(function: FuncDef) -> list[ReturnStmt]:
-    """The function's return statements, not those of lambdas in it."""
-    lambdas = {id(e.body.body[0]) for e in get_subexpressions(function) if isinstance(e, LambdaExpr) and e.body.body}
-    return [r for r in all_return_statements(function) if id(r) not in lambdas]
-
-
 def _read_returns(run: TypedRun, function: FuncDef, found: FunctionEvidence) -> None:
-    for returned in _own_returns(function):
+    for returned in own_returns(function):
         typ = run.type_of(returned.expr) if returned.expr is not None else NoneType()
         found.returns.append(Site(found.file, returned.line, typ))
 

@@ -6,6 +6,8 @@ each a fresh process, with torch and ``spmd_stubs`` already in the cache:
 
 * ``mypy``: one checker run over the package (median of ``--repeat``), the
   first with the package not yet cached (``new code``), then warm;
+* ``mypy`` in strict mode (``spmd-untyped-boundary`` checks every call,
+  return and assignment): the package's first check under the strict config;
 * ``spmd-coverage``: the report over the same package (its checked files are
   always checked again, their imports from the cache);
 * ``spmd-migrate --infer``: inference over a copy whose helpers
@@ -76,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         run([*mypy, "warmup.py"], root, "the cache warm-up")
         new_code = run([*mypy, "-p", "benchpkg"], root, "mypy (new code)")
         warm = median_of(args.repeat, [*mypy, "-p", "benchpkg"], root, "mypy (warm)")
+        strict_config = root / "strict.ini"
+        strict_config.write_text(config.read_text() + "[spmd_mypy]\nstrict = true\n")
+        strict_cmd = [python, "-m", "mypy", "--config-file", str(strict_config), "--cache-dir", str(cache)]
+        strict = run([*strict_cmd, "-p", "benchpkg"], root, "mypy, strict (new code)")
         coverage_cmd = [python, "-m", "spmd_mypy.coverage", "--config-file", str(config), "--cache-dir", str(cache),
                         str(root / "benchpkg")]
         coverage = median_of(args.repeat, coverage_cmd, root, "spmd-coverage")
@@ -89,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     print(said.strip().splitlines()[-1])
     print(f"{'run':<34} {'seconds':>8} {'x warm mypy':>12}")
     for what, seconds in (("mypy, the package new to the cache", new_code), ("mypy, warm", warm),
+                          ("mypy strict, the package new to it", strict),
                           ("spmd-coverage (strict run + report)", coverage), ("spmd-migrate --infer (to fixpoint)",
                                                                                inference)):
         print(f"{what:<34} {seconds:8.2f} {seconds / warm:12.1f}")

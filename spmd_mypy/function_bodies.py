@@ -38,9 +38,10 @@ from spmd_mypy import untyped_boundaries
 from spmd_mypy.collectives import Request, apply, arguments, int_value, sums
 from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.global_mode import regions
-from spmd_mypy.gradients import BODIES, FUNCTION, implementation
+from spmd_mypy.gradients import BODIES, FUNCTION, current_function, implementation
 from spmd_mypy.groups import axis_of_group
 from spmd_mypy.representation import members, result_type, spmd_members, spmd_of, typed_tensors_in, union_of
+from spmd_mypy.wrappers import wrapped_value
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, Shard, SpmdTypeError, Varying
 
@@ -160,23 +161,17 @@ def returned_hook(strict: bool) -> Callable[[FunctionContext], Type]:
     types); elsewhere, in strict mode, a typed value returned where the declared return forgets it."""
 
     def hook(ctx: FunctionContext) -> Type:
-        found = ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else ctx.default_return_type
+        value, found = wrapped_value(ctx)
         method = implementation(ctx.api)
         if method is not None and isinstance(method.type, CallableType):
             read = _as_declared(found, method.type.ret_type)
             return read if read is not None else found
-        function = _current_function(ctx)
-        if strict and function is not None:
-            untyped_boundaries.check_return(ctx, function, found)
+        function = current_function(ctx.api)
+        if strict and isinstance(function, FuncDef):
+            untyped_boundaries.check_return(ctx.api, value, function, found)
         return found
 
     return hook
-
-
-def _current_function(ctx: FunctionContext) -> FuncDef | None:
-    scope = getattr(ctx.api, "scope", None)
-    function = scope.current_function() if scope is not None else None
-    return function if isinstance(function, FuncDef) else None
 
 
 def _as_declared(found: Type, declared: Type) -> Type | None:

@@ -72,7 +72,7 @@ BODIES = ("forward", "backward")
 
 def carries_no_gradient(expr: Expression | None, context: Context, api: CheckerPluginInterface) -> bool:
     """Whether the operand ``expr``, at ``context``, never carries a gradient."""
-    function = _current_function(api)
+    function = current_function(api)
     if _under_no_grad(context, function, api) or implementation(api) is not None:
         return True
     return expr is not None and _Walk(function, api).no_gradient(expr)
@@ -148,15 +148,15 @@ def _assigned(block: Block, name: str) -> Iterator[Expression]:
 
 def implementation(api: CheckerPluginInterface) -> FuncItem | None:
     """The ``forward`` or ``backward`` of a ``torch.autograd.Function`` subclass the checker is directly in."""
-    scope = getattr(api, "scope", None)
-    method = scope.current_function() if scope is not None else None
-    if scope is None or method is None or method.name not in BODIES:
+    method = current_function(api)
+    if method is None or method.name not in BODIES:
         return None
-    owner = scope.enclosing_class(method)
+    owner = api.scope.enclosing_class(method)  # type: ignore[attr-defined]
     return method if owner is not None and owner.has_base(FUNCTION) else None
 
 
-def _current_function(api: CheckerPluginInterface) -> FuncItem | None:
+def current_function(api: CheckerPluginInterface) -> FuncItem | None:
+    """The function the checker is in (None at module or class level)."""
     scope = getattr(api, "scope", None)
     return scope.current_function() if scope is not None else None
 

@@ -236,8 +236,9 @@ class SpmdPlugin(Plugin):
     @functools.lru_cache(maxsize=None)
     def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Any] | None:
         if fullname == SPMD_TENSOR:
-            return guarded(_after_analysis(analyze_spmd_tensor, self._wrap)) if self.config.strict else guarded(
-                analyze_spmd_tensor)
+            # strict mode wraps the boundaries of every module that writes an SPMD type
+            return guarded(_after_analysis(analyze_spmd_tensor, self._wrap) if self.config.strict
+                           else analyze_spmd_tensor)
         if fullname == SHARD:
             return guarded(shard_outside_tensor)
         return None

@@ -32,6 +32,7 @@ from mypy.types import AnyType, CallableType, Instance, TupleType, Type, TypeOfA
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.representation import members, spmd_of, tensor_instance, typed_tensors_in
+from spmd_mypy.wrappers import wrapped_value
 
 CallContext = Union[FunctionContext, MethodContext]
 
@@ -116,9 +117,7 @@ def _forgets(formal: Type) -> Boundary | None:
     proper = get_proper_type(formal)
     if isinstance(proper, AnyType):
         return Boundary.UNANNOTATED_PARAMETER if proper.type_of_any == TypeOfAny.unannotated else None
-    if any(tensor_instance(member) is not None and spmd_of(member) is None for member in members(formal)):
-        return Boundary.PLAIN_PARAMETER
-    return None
+    return Boundary.PLAIN_PARAMETER if _plain_member(formal) else None
 
 
 def unannotated_module(ctx: MethodContext, receiver: Instance) -> None:
@@ -144,10 +143,9 @@ def called_value_hook(ctx: FunctionContext) -> Type:
     code; any other inferred ``Any`` (an attribute holding an untyped kernel)
     an untyped value; an explicit ``Any`` is the user's choice.
     """
-    call = ctx.args[0][0] if ctx.args and ctx.args[0] else None
+    call, found = wrapped_value(ctx)
     if not isinstance(call, CallExpr):
-        return ctx.default_return_type
-    found = ctx.arg_types[0][0]
+        return found
     callee = ctx.api.lookup_type_or_none(call.callee)  # type: ignore[attr-defined]
     proper = get_proper_type(callee) if callee is not None else None
     if not isinstance(proper, AnyType):
@@ -201,29 +199,32 @@ def has_plain_tensor(typ: Type) -> bool:
     proper = get_proper_type(typ)
     if isinstance(proper, TupleType):
         return any(has_plain_tensor(item) for item in proper.items)
-    return any(tensor_instance(member) is not None and spmd_of(member) is None for member in members(proper))
+    return _plain_member(proper)
 
 
-def check_return(ctx: FunctionContext, function: FuncDef, value: Type) -> None:
+def _plain_member(typ: Type) -> bool:
+    """Whether ``typ`` or a member of its union is a plain ``torch.Tensor``."""
+    return any(tensor_instance(member) is not None and spmd_of(member) is None for member in members(typ))
+
+
+def check_return(api: CheckerPluginInterface, where: Context, function: FuncDef, value: Type) -> None:
     """``return value`` with a typed ``value`` in a function whose declared return forgets it (strict)."""
     if not typed_tensors_in(value) or not isinstance(function.type, CallableType):
         return
     declared = get_proper_type(function.type.ret_type)
     kind = Boundary.UNANNOTATED_RETURN if isinstance(declared, AnyType) else Boundary.PLAIN_RETURN
-    shown = _shown(value, ctx.api)
-    _fail(ctx.api, ctx.args[0][0] if ctx.args and ctx.args[0] else ctx.context,
-          f"`{function.name}` returns {shown}, {kind.phrase}, so its callers get no SPMD type. "
-          f"Fix: annotate the return `-> {shown}`.")
-
+    shown = _shown(value, api)
+    _fail(api, where, f"`{function.name}` returns {shown}, {kind.phrase}, so its callers get no SPMD type. "
+                      f"Fix: annotate the return `-> {shown}`.")
 
 
 def assigned_hook(ctx: FunctionContext) -> Type:
     """``target = <assigned>(value)``: a typed value assigned to a target declared plain (strict)."""
-    value = ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else ctx.default_return_type
+    where, value = wrapped_value(ctx)
     target = ctx.callee_arg_names[0] if ctx.callee_arg_names else None
     if typed_tensors_in(value):
         shown = _shown(value, ctx.api)
-        _fail(ctx.api, ctx.args[0][0] if ctx.args and ctx.args[0] else ctx.context,
+        _fail(ctx.api, where,
               f"`{target}` is declared with a plain torch.Tensor type: the {shown} assigned to it is "
               f"{Boundary.PLAIN_VARIABLE.phrase}. Fix: declare `{target}` with its SPMD type ({shown}).")
     return value

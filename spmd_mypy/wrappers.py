@@ -35,6 +35,7 @@ from mypy.nodes import (
     AssignmentStmt,
     CallExpr,
     ClassDef,
+    Context,
     Decorator,
     Expression,
     FuncDef,
@@ -48,6 +49,7 @@ from mypy.nodes import (
     TypeInfo,
     Var,
 )
+from mypy.plugin import FunctionContext
 from mypy.semanal import SemanticAnalyzer
 from mypy.semanal_shared import PRIORITY_FALLBACKS
 from mypy.server.subexpr import get_subexpressions
@@ -82,6 +84,13 @@ def wrapped(value: Expression, marker: str, analyzer: SemanticAnalyzer, name: st
     call.set_line(value)
     call.callee.set_line(value)
     return call
+
+
+def wrapped_value(ctx: FunctionContext) -> tuple[Context, Type]:
+    """What a wrapper's hook judges: the wrapped expression and its type."""
+    if ctx.args and ctx.args[0]:
+        return ctx.args[0][0], ctx.arg_types[0][0]
+    return ctx.context, ctx.default_return_type
 
 
 def marked(expr: Expression, marker: str) -> bool:

@@ -95,13 +95,13 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
     fscache = FileSystemCache()
     sources, options = process_options([*arguments, *map(str, paths)], fscache=fscache)
     options.export_types = True
-    _keep_trees(options, [source.module for source in sources])
+    modules = {source.module for source in sources}
+    _keep_trees(options, modules)
     with tempfile.TemporaryDirectory(prefix="spmd-typed-run-") as scratch:
         checked, originals = _with_texts(sources, texts or {}, Path(scratch))
         with config.overriding(**({} if strict is None else {"strict": strict})):
             result = build.build(checked, options, fscache=fscache)
         _forget_copies(result, checked, originals)
-    modules = {source.module for source in checked}
     trees = {name: state.tree for name, state in result.graph.items() if name in modules and state.tree is not None}
     for tree in trees.values():
         tree.path = originals.get(tree.path, tree.path)
@@ -109,7 +109,7 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
     return TypedRun(diagnostics, trees, dict(result.types))
 
 
-def _keep_trees(options: Options, modules: list[str]) -> None:
+def _keep_trees(options: Options, modules: set[str]) -> None:
     """Keep the checked modules' trees after the build, and only theirs complete.
 
     mypy frees every tree once its module is checked unless ``preserve_asts``

@@ -21,6 +21,10 @@ Keys:
     (any attribute of that name).  A TOML table in pyproject.toml, comma- or
     newline-separated pairs in mypy.ini / setup.cfg.  Read by the plugin
     (:mod:`spmd_mypy.groups`) and by ``spmd-migrate``.
+``configurations`` (default none)
+    Named sets of the run-time flags layers test (``sp = { sequence_parallel
+    = true }``): a run checks one (``$SPMD_MYPY_CONFIGURATION``, else the
+    first), ``spmd-check`` every one (:mod:`spmd_mypy.configurations`).
 
 This module imports nothing from mypy: ``spmd-migrate`` reads the same settings.
 """
@@ -36,10 +40,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from spmd_mypy.configurations import declared
+
 SECTION = "spmd_mypy"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _FLAGS = ("strict", "allow_redefinition", "show_fixes")
+_TABLES = ("groups", "configurations")
 
 
 class ConfigError(ValueError):
@@ -76,9 +83,15 @@ class Config:
     allow_redefinition: bool = True
     show_fixes: bool = False
     groups: GroupDeclarations = GroupDeclarations()
+    configurations: tuple[declared.Configuration, ...] = ()
+    configuration: declared.Configuration | None = None
+    """The configuration this run checks (one of ``configurations``)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "groups": self.groups.as_dict()}
+        """The settings verdicts depend on, in JSON's types (mypy's cache compares them as stored)."""
+        active = self.configuration
+        return {**asdict(self), "groups": self.groups.as_dict(), "configurations": None,
+                "configuration": None if active is None else {"name": active.name, "flags": dict(active.flags)}}
 
 
 _OVERRIDES: dict[str, bool] = {}
@@ -103,12 +116,18 @@ def overriding(**flags: bool) -> Iterator[None]:
 def load(config_file: str | None) -> Config:
     """Read the settings from mypy's config file (defaults where absent); :class:`ConfigError` if one is bad."""
     section = _section(config_file, SECTION)
-    unknown = sorted(set(section) - {*_FLAGS, "groups"})
+    unknown = sorted(set(section) - {*_FLAGS, *_TABLES})
     if unknown:
         raise ConfigError(f"[{SECTION}] has no setting {', '.join(map(repr, unknown))}: the settings are "
-                          f"{', '.join((*_FLAGS, 'groups'))} (docs/checker.md#settings)")
+                          f"{', '.join((*_FLAGS, *_TABLES))} (docs/checker.md#settings)")
     flags = {key: _flag(key, section[key]) for key in _FLAGS if key in section}
-    return Config(**{**flags, **_OVERRIDES}, groups=parse_groups(section.get("groups", {})))
+    try:
+        configurations = declared.parse(section.get("configurations", {}))
+        configuration = declared.selected(configurations)
+    except declared.DeclarationError as error:
+        raise ConfigError(f"[{SECTION}] {error}") from None
+    return Config(**{**flags, **_OVERRIDES}, groups=parse_groups(section.get("groups", {})),
+                  configurations=configurations, configuration=configuration)
 
 
 _CONFIG_NAMES = ("mypy.ini", ".mypy.ini", "pyproject.toml", "setup.cfg")

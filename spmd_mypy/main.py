@@ -58,6 +58,7 @@ from spmd_mypy.collectives import (
     MEGATRON_MODULE,
     TYPED_OPS,
 )
+from spmd_mypy.configurations import pruning
 from spmd_mypy.global_mode import boundaries, refine, regions
 from spmd_mypy.gradients import FUNCTION
 from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, RETURN_TYPES
@@ -213,9 +214,13 @@ class SpmdPlugin(Plugin):
         return _after(theirs, ours)
 
     def get_additional_deps(self, file: MypyFile) -> list[tuple[int, str, int]]:
-        """Called whenever mypy parses a module (a daemon edit included): per-module state is stale."""
+        """Called whenever mypy parses a module (a daemon edit included): per-module state is stale, and
+        the configuration's flags decide the module's conditions before it is analysed."""
         regions.forget(file)
         forget_source(file)
+        if not _installed(file.fullname, file.path):
+            active = self.config.configuration
+            pruning.prune(file, dict(active.flags) if active is not None else {})
         return []
 
     def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:

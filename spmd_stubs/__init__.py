@@ -7,6 +7,7 @@ algebra without loading torch; the typed collectives load torch on first use.
 
 from typing import TYPE_CHECKING, Any
 
+from spmd_stubs.configuration import flags
 from spmd_stubs.types import AxisAnnotation, I, MeshAxis, P, Pavg, Pmax, Pmin, R, S, Tensor, V, assert_type
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ __all__ = [
     "MeshAxis",
     "AxisAnnotation",
     "assert_type",
+    "flags",
     "all_reduce",
     "all_gather",
     "reduce_scatter",

@@ -1,0 +1,16 @@
+"""Configurations: the run-time flags a layer tests, declared once and checked in every setting.
+
+Real tensor-parallel layers choose their layout with a flag inside one
+method (``if self.sequence_parallel:``).  The mypy config names sets of
+flag values (``[tool.spmd_mypy.configurations]``, :mod:`.declared`); in a
+run for one configuration the plugin decides every condition on those
+flags before mypy analyses the module (:mod:`.conditions`, :mod:`.pruning`),
+so each branch is checked only in the configurations that run it, and a
+type alias chosen by a flag (``Activation = Tensor[S[0, tp]] if
+spmd.flags.sequence_parallel else Tensor[I[tp]]``) is one type per
+configuration.  ``spmd-check`` (:mod:`.cli`) runs mypy once per
+configuration and prints each diagnostic once, labelled with the
+configurations it occurs in.
+
+This package's :mod:`.declared` and :mod:`.cli` import nothing from mypy.
+"""

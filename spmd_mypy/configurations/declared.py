@@ -1,0 +1,124 @@
+"""``configurations``: named sets of flag values, and the one a run checks.
+
+In pyproject.toml::
+
+    [tool.spmd_mypy.configurations]
+    sp = { sequence_parallel = true }
+    no_sp = { sequence_parallel = false }
+
+In mypy.ini / setup.cfg, one configuration a line::
+
+    [spmd_mypy]
+    configurations =
+        sp: sequence_parallel = true, tp_mode = REDUCE_SCATTER
+        no_sp: sequence_parallel = false, tp_mode = ALL_REDUCE
+
+A flag's value is a boolean, an integer, or a name: an enum member's
+(``REDUCE_SCATTER`` decides ``mode == TensorParallelLinearMode.REDUCE_SCATTER``)
+or a string's.  A run checks the configuration named by the environment
+variable ``SPMD_MYPY_CONFIGURATION``, the first one declared without it;
+``spmd-check`` runs every one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Union
+
+ENVIRONMENT = "SPMD_MYPY_CONFIGURATION"
+"""The environment variable that names the configuration a run checks."""
+
+FlagValue = Union[bool, int, str]
+
+_USAGE = ("declare each configuration as NAME = { FLAG = VALUE, ... } under [tool.spmd_mypy.configurations], "
+          "or as a line NAME: FLAG = VALUE, ... of `configurations` in [spmd_mypy] "
+          "(docs/checker.md#configurations)")
+
+
+class DeclarationError(ValueError):
+    """A configuration the checker cannot use; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One set of flag values, e.g. ``sp``: ``sequence_parallel = True``."""
+
+    name: str
+    flags: tuple[tuple[str, FlagValue], ...]
+
+    def value(self, flag: str) -> FlagValue | None:
+        """The flag's value here; None where this configuration does not set it."""
+        return dict(self.flags).get(flag)
+
+    def describe(self) -> str:
+        """``sp (sequence_parallel=True)``."""
+        return f"{self.name} ({', '.join(f'{flag}={value!r}' for flag, value in self.flags)})"
+
+
+def parse(value: object) -> tuple[Configuration, ...]:
+    """``configurations`` as written: a TOML table of tables, or ``name: flag = value, ...`` lines."""
+    if isinstance(value, dict):
+        entries = [(name, _table(name, flags)) for name, flags in value.items()]
+    elif isinstance(value, str):
+        entries = [_line(line) for line in value.splitlines() if line.strip()]
+    else:
+        raise DeclarationError(f"configurations must be a table, got {value!r}; {_USAGE}")
+    names = [name for name, _ in entries]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise DeclarationError(f"configuration {', '.join(map(repr, repeated))} is declared twice; {_USAGE}")
+    return tuple(Configuration(name, tuple(flags.items())) for name, flags in entries)
+
+
+def selected(configurations: tuple[Configuration, ...], name: str | None = None) -> Configuration | None:
+    """The configuration a run checks: ``name`` (default: ``$SPMD_MYPY_CONFIGURATION``), else the first."""
+    name = os.environ.get(ENVIRONMENT) if name is None else name
+    if not name:
+        return configurations[0] if configurations else None
+    for configuration in configurations:
+        if configuration.name == name:
+            return configuration
+    declared = ", ".join(c.name for c in configurations) or "none"
+    raise DeclarationError(f"{ENVIRONMENT}={name} names no configuration; declared: {declared}")
+
+
+_NAME = re.compile(r"[A-Za-z_][\w-]*")
+
+
+def _table(name: str, flags: object) -> dict[str, FlagValue]:
+    if not _NAME.fullmatch(name):
+        raise DeclarationError(f"configuration name {name!r} is not a name; {_USAGE}")
+    if not isinstance(flags, dict) or not flags:
+        raise DeclarationError(f"configuration {name!r} must set at least one flag, got {flags!r}; {_USAGE}")
+    for flag, value in flags.items():
+        if not flag.isidentifier():
+            raise DeclarationError(f"configuration {name!r}: flag {flag!r} is not a Python name; {_USAGE}")
+        if not isinstance(value, (bool, int, str)):
+            raise DeclarationError(f"configuration {name!r}: {flag} = {value!r} must be a boolean, an integer "
+                                   f"or a name; {_USAGE}")
+    return dict(flags)
+
+
+def _line(line: str) -> tuple[str, dict[str, FlagValue]]:
+    """``sp: sequence_parallel = true, tp_mode = REDUCE_SCATTER``."""
+    name, colon, rest = line.partition(":")
+    if not colon:
+        raise DeclarationError(f"configuration line {line.strip()!r} has no ':'; {_USAGE}")
+    flags: dict[str, FlagValue] = {}
+    for assignment in filter(None, (part.strip() for part in rest.split(","))):
+        flag, equals, value = assignment.partition("=")
+        if not equals:
+            raise DeclarationError(f"configuration {name.strip()!r}: {assignment!r} is not FLAG = VALUE; {_USAGE}")
+        flags[flag.strip()] = _ini_value(value.strip())
+    return name.strip(), _table(name.strip(), flags)
+
+
+def _ini_value(text: str) -> FlagValue:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return text.strip("'\"")

@@ -1,0 +1,132 @@
+"""One configuration's module: the flags' decisions written into mypy's tree before it is analysed.
+
+Called when mypy has parsed a module (a daemon edit included), before its
+semantic analysis:
+
+* ``if``/``elif``/``else``: a branch the flags rule out is marked
+  unreachable, exactly as mypy marks one under ``sys.version_info`` or
+  ``always_false``: neither analysed nor checked;
+* ``a if cond else b`` in code: a decided ``cond`` becomes the literal
+  ``True``/``False``, so mypy types the expression by the branch that runs
+  and reports nothing in the other;
+* a module- or class-level assignment of a conditional expression, the
+  spelling of a type that depends on the configuration, written once::
+
+      Activation = Tensor[S[0, tp]] if spmd.flags.sequence_parallel else Tensor[I[tp]]
+
+  is the branch the flags choose, so mypy reads it as a type alias; where
+  they do not decide an ``spmd.flags`` condition (no configurations
+  declared), it is the union of both, which every configuration accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from mypy.nodes import (
+    AssignmentStmt,
+    Block,
+    ClassDef,
+    ConditionalExpr,
+    Decorator,
+    Expression,
+    FuncDef,
+    IfStmt,
+    MemberExpr,
+    MypyFile,
+    NameExpr,
+    OpExpr,
+    OverloadedFuncDef,
+    Statement,
+)
+from mypy.reachability import mark_block_unreachable
+from mypy.server.subexpr import get_subexpressions
+
+from spmd_mypy.configurations.conditions import Flags, truth
+from spmd_mypy.statements import statements_in
+
+FLAGS_OBJECT = "flags"
+"""The name of ``spmd_stubs.flags``, whose attributes are the flags type aliases are chosen by."""
+
+
+def prune(tree: MypyFile, flags: Flags) -> None:
+    """Decide every condition in ``tree`` that ``flags`` decide (before its semantic analysis)."""
+    for statement in _declarations(tree.defs):
+        if isinstance(statement, AssignmentStmt) and isinstance(statement.rvalue, ConditionalExpr):
+            statement.rvalue = _declared_type(statement.rvalue, flags)
+    for statement in _everywhere(tree.defs):
+        if isinstance(statement, IfStmt):
+            _prune_branches(statement, flags)
+    for expr in get_subexpressions(tree):
+        if isinstance(expr, ConditionalExpr):
+            decided = truth(expr.cond, flags)
+            if decided is not None:
+                expr.cond = _literal(decided, expr.cond)
+
+
+def _prune_branches(statement: IfStmt, flags: Flags) -> None:
+    """mypy's own reachability rule (``mypy.reachability``), on the flags' truth."""
+    for index, condition in enumerate(statement.expr):
+        decided = truth(condition, flags)
+        if decided is False:
+            mark_block_unreachable(statement.body[index])
+        elif decided is True:
+            for later in statement.body[index + 1 :]:
+                mark_block_unreachable(later)
+            if statement.else_body is None:
+                statement.else_body = Block([])  # so mypy knows every path runs the taken branch
+            mark_block_unreachable(statement.else_body)
+            return
+
+
+def _declared_type(choice: ConditionalExpr, flags: Flags) -> Expression:
+    """The chosen branch; the union of both where the flags leave an ``spmd.flags`` test undecided."""
+    decided = truth(choice.cond, flags)
+    if decided is not None:
+        return choice.if_expr if decided else choice.else_expr
+    if not reads_flags_object(choice.cond):
+        return choice
+    union = OpExpr("|", choice.if_expr, choice.else_expr)
+    union.set_line(choice)
+    return union
+
+
+def reads_flags_object(condition: Expression) -> bool:
+    """Whether ``condition`` reads an attribute of ``spmd.flags`` (``flags.sequence_parallel``)."""
+    return any(isinstance(e, MemberExpr) and isinstance(e.expr, (NameExpr, MemberExpr))
+               and e.expr.name == FLAGS_OBJECT for e in [condition, *get_subexpressions(condition)])
+
+
+def _literal(value: bool, where: Expression) -> NameExpr:
+    literal = NameExpr("True" if value else "False")
+    literal.set_line(where)
+    return literal
+
+
+def _declarations(statements: list[Statement]) -> Iterator[Statement]:
+    """Statements at module and class level (and in their ``if`` blocks), where type aliases live."""
+    for statement in statements:
+        if isinstance(statement, ClassDef):
+            yield from _declarations(statement.defs.body)
+        elif isinstance(statement, IfStmt):
+            yield statement
+            for block in (*statement.body, statement.else_body):
+                if block is not None:
+                    yield from _declarations(block.body)
+        else:
+            yield statement
+
+
+def _everywhere(statements: list[Statement]) -> Iterator[Statement]:
+    """Every statement, in functions, methods and classes too."""
+    for statement in statements_in(Block(statements)):
+        yield statement
+        if isinstance(statement, OverloadedFuncDef):
+            for item in statement.items:
+                yield from _everywhere([item])
+        if isinstance(statement, Decorator):
+            statement = statement.func
+        if isinstance(statement, FuncDef):
+            yield from _everywhere(statement.body.body)
+        elif isinstance(statement, ClassDef):
+            yield from _everywhere(statement.defs.body)

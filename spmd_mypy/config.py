@@ -150,6 +150,11 @@ def find_config_file(start: Path) -> str | None:
     return None
 
 
+def mypy_setting(config_file: str | None, key: str) -> Any:
+    """One of mypy's own settings (``[mypy]`` / ``[tool.mypy]``) as written; None where absent."""
+    return _section(config_file, "mypy").get(key)
+
+
 def _section(config_file: str | None, name: str) -> dict[str, Any]:
     """``[name]`` of mypy's config file (``[tool.name]`` in pyproject.toml); empty where absent."""
     if not config_file or not os.path.isfile(config_file):

@@ -2,7 +2,8 @@
 
 Case directories run together under the recommended config; a directory
 with an ``_extra.ini`` (extra config sections, e.g. ``[spmd_mypy] strict =
-true``) runs on its own.  The cache lives in pytest's cache directory, so
+true``) runs on its own, through ``spmd-check`` where it declares
+configurations.  The cache lives in pytest's cache directory, so
 only the first session pays for analysing torch; an inter-process lock keeps
 xdist workers from writing it at the same time.
 """
@@ -53,7 +54,8 @@ class MypyRuns:
         config.write_text(config_text(extra.read_text() if extra.exists() else ""))
         with open(self.cache_root / "lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            output = run_mypy(files, config, self.cache_root / "mypy_cache", CASES)
+            output = run_mypy(files, config, self.cache_root / "mypy_cache", CASES,
+                              every_configuration="configurations" in config.read_text())
         return parse_output(output, CASES)
 
 

@@ -9,7 +9,10 @@ diagnostic is about::
 ``# E: <code> [substring]`` expects an error with that code (and the
 substring in its message), ``# N: <substring>`` a note (reveal_type).
 Several expectations may share a line.  The comparison is exact per file:
-a missing or an unexpected error or reveal_type note fails.
+a missing or an unexpected error or reveal_type note fails.  In a directory
+checked in several configurations (``spmd-check``), ``# E[sp]:`` expects a
+diagnostic found in configuration ``sp`` only (``[sp, tp_only]``: in those);
+an unlabelled expectation, one found in every configuration.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "cases"
 RECOMMENDED = ROOT / "spmd_mypy" / "recommended.ini"
 
-_EXPECTATION = re.compile(r"#\s*(?P<kind>[EN]):\s*(?P<body>.*?)\s*(?=#\s*[EN]:|$)")
-_DIAGNOSTIC = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): (?P<kind>error|note): (?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$")
+_EXPECTATION = re.compile(r"#\s*(?P<kind>[EN])(?:\[(?P<label>[^\]]*)\])?:\s*(?P<body>.*?)\s*(?=#\s*[EN](?:\[[^\]]*\])?:|$)")
+_DIAGNOSTIC = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): (?P<kind>error|note): (?:\[(?P<label>[\w, -]+)\] )?"
+                         r"(?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$")
 
 
 @dataclass(frozen=True)
@@ -37,10 +41,11 @@ class Diagnostic:
     kind: str  # "E" or "N"
     code: str  # error code, "" for notes
     message: str
+    label: str = ""  # the configurations it occurs in, "" for all
 
     def __str__(self) -> str:
         code = f" [{self.code}]" if self.code else ""
-        return f"{self.line}: {self.kind}:{code} {self.message}"
+        return f"{self.line}: {self.kind}{_labelled(self.label)}:{code} {self.message}"
 
 
 @dataclass(frozen=True)
@@ -49,15 +54,21 @@ class Expectation:
     kind: str
     code: str
     substring: str
+    label: str = ""
 
     def matches(self, diagnostic: Diagnostic) -> bool:
         return (
-            (self.line, self.kind, self.code) == (diagnostic.line, diagnostic.kind, diagnostic.code)
+            (self.line, self.kind, self.code, self.label)
+            == (diagnostic.line, diagnostic.kind, diagnostic.code, diagnostic.label)
             and self.substring in diagnostic.message
         )
 
     def __str__(self) -> str:
-        return f"{self.line}: {self.kind}: {self.code} {self.substring}".rstrip()
+        return f"{self.line}: {self.kind}{_labelled(self.label)}: {self.code} {self.substring}".rstrip()
+
+
+def _labelled(label: str) -> str:
+    return f"[{label}]" if label else ""
 
 
 def expectations(path: Path) -> list[Expectation]:
@@ -70,12 +81,12 @@ def expectations_in(source: str) -> list[Expectation]:
     found = []
     for number, text in enumerate(source.splitlines(), start=1):
         for match in _EXPECTATION.finditer(text):
-            body = match.group("body")
+            body, label = match.group("body"), match.group("label") or ""
             if match.group("kind") == "E":
                 code, _, substring = body.partition(" ")
-                found.append(Expectation(number, "E", code, substring.strip()))
+                found.append(Expectation(number, "E", code, substring.strip(), label))
             else:
-                found.append(Expectation(number, "N", "", body))
+                found.append(Expectation(number, "N", "", body, label))
     return found
 
 
@@ -91,7 +102,8 @@ def parse_output(output: str, root: Path) -> dict[Path, list[Diagnostic]]:
         if kind == "N" and not message.startswith("Revealed type is"):
             continue
         path = (root / match.group("path")).resolve()
-        diagnostic = Diagnostic(int(match.group("line")), kind, match.group("code") or "", message)
+        diagnostic = Diagnostic(int(match.group("line")), kind, match.group("code") or "", message,
+                                match.group("label") or "")
         per_file.setdefault(path, []).append(diagnostic)
     return per_file
 
@@ -117,13 +129,16 @@ def config_text(extra_sections: str = "") -> str:
 
 
 def run_mypy(
-    files: list[Path], config: Path, cache_dir: Path, cwd: Path, flags: Sequence[str] = (), log: bool = False
+    files: list[Path], config: Path, cache_dir: Path, cwd: Path, flags: Sequence[str] = (), log: bool = False,
+    every_configuration: bool = False,
 ) -> str:
-    """One mypy run (a subprocess: plugin state never leaks between runs), with extra command-line ``flags``.
+    """One mypy run (a subprocess: plugin state never leaks between runs), with extra command-line ``flags``;
+    with ``every_configuration``, ``spmd-check``'s run of each configuration.
 
     Its report, or with ``log`` what it wrote to stderr (``--verbose``'s log).
     """
-    command = [sys.executable, "-m", "mypy", *flags, "--config-file", str(config), "--cache-dir", str(cache_dir)]
+    runner = "spmd_mypy.configurations.cli" if every_configuration else "mypy"
+    command = [sys.executable, "-m", runner, *flags, "--config-file", str(config), "--cache-dir", str(cache_dir)]
     command += ["--show-error-codes", "--no-error-summary", "--no-pretty", "--hide-error-context"]
     env = {**os.environ, "MYPY_FORCE_COLOR": "0"}
     done = subprocess.run(command + [str(f) for f in files], capture_output=True, text=True, cwd=cwd, env=env)

@@ -12,16 +12,24 @@ annotations, so the plugin checks the copy.  The format (TOML)::
     "ColumnParallelLinear.weight" = "S(0)@tp"
 
 A type is ``"R@tp, V@dp"`` (validated by the type algebra's parser); a list
-is a union, for results whose type depends on a run-time flag, and may
-contain ``"None"`` (an optional parameter such as a bias).  A result that
+is a union, and may contain ``"None"`` (an optional parameter such as a
+bias).  A type chosen by a run-time flag is
+``{ if = "sequence_parallel", then = "S(0)@tp", else = "I@tp" }``: the copy
+gets a module-level alias chosen by ``spmd_stubs.flags.sequence_parallel``,
+one type in each configuration the checker runs (docs/checker.md#configurations).  A result that
 is a fixed tuple (an autograd Function's ``backward``, one gradient per
 input of ``forward``) is ``return = { tuple = ["I@tp", "None"] }``: each item
 a type, or ``"None"`` alone.  An entry that matches nothing is an error: the
 overlay went stale against the code.
+
+Overlays for fairscale and megatron-core ship in the package
+(``spmd_mypy/overlays/``), named by :func:`shipped_overlays`:
+``spmd-migrate --overlay megatron-core`` reads the shipped file.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +41,13 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from spmd_stubs import core
 
-__all__ = ["OverlayError", "SpmdType", "SpmdTuple", "ModuleOverlay", "load_overlays", "OverlayCommand", "apply_overlay"]
+__all__ = [
+    "OverlayError", "SpmdType", "SpmdTuple", "ModuleOverlay", "load_overlays", "shipped_overlays", "overlay_file",
+    "OverlayCommand", "apply_overlay",
+]
+
+SHIPPED = Path(__file__).resolve().parents[1] / "overlays"
+"""The overlays that ship in the package, one TOML file per library."""
 
 
 class OverlayError(ValueError):
@@ -106,18 +120,74 @@ class SpmdTuple:
         return names, axes
 
 
-def _parse_entry(name: str, value: Any, where: str) -> "SpmdType | SpmdTuple":
-    if name == "return" and isinstance(value, dict):
+@dataclass(frozen=True)
+class SpmdChoice:
+    """A type chosen by a flag: ``then`` where the configuration sets it, ``otherwise`` where it does not."""
+
+    flag: str
+    then: SpmdType
+    otherwise: SpmdType
+
+    @classmethod
+    def parse(cls, value: Any, where: str) -> "SpmdChoice":
+        if set(value) != {"if", "then", "else"} or not str(value["if"]).isidentifier():
+            raise OverlayError(f"{where}: a type chosen by a flag is written "
+                               "{ if = \"sequence_parallel\", then = \"S(0)@tp\", else = \"I@tp\" }")
+        return cls(value["if"], SpmdType.parse(value["then"], f"{where}.then"),
+                   SpmdType.parse(value["else"], f"{where}.else"))
+
+    def annotation(self) -> str:
+        """The alias's name, from what it chooses: ``_spmd_sequence_parallel_S0_tp_I_tp``."""
+        return "_".join(["_spmd", self.flag, _identifier(self.then), _identifier(self.otherwise)])
+
+    def alias(self) -> str:
+        """``<name> = Tensor[S[0, tp]] if spmd_stubs.flags.<flag> else Tensor[I[tp]]``: an alias needs
+        the canonical spelling (the ``@`` form is read from annotations only)."""
+        return (f"{self.annotation()} = {_canonical(self.then)} if spmd_stubs.flags.{self.flag} "
+                f"else {_canonical(self.otherwise)}")
+
+    def imports(self) -> tuple[set[str], set[str]]:
+        then_names, then_axes = self.then.imports()
+        else_names, else_axes = self.otherwise.imports()
+        return then_names | else_names, then_axes | else_axes
+
+
+def _identifier(spmd_type: SpmdType) -> str:
+    """``S(-1)@tp`` -> ``Sm1_tp``."""
+    return re.sub(r"\W+", "_", spmd_type.annotation().replace("Tensor", "").replace("-", "m")).strip("_")
+
+
+def _canonical(spmd_type: SpmdType) -> str:
+    """``Tensor[S[0, tp], R[dp]] | None``."""
+    parts = [f"Tensor[{', '.join(_canonical_axis(axis, t) for axis, t in tensor.axes)}]"
+             for tensor in spmd_type.alternatives]
+    return " | ".join(parts + (["None"] if spmd_type.optional else []))
+
+
+def _canonical_axis(axis: str, axis_type: core.AxisType) -> str:
+    if axis_type.order is not None:
+        raise OverlayError(f"S({axis_type.shard})@({axis}, ...): a flag-chosen type cannot order a dim's shards")
+    if axis_type.shard is not None:
+        return f"S[{axis_type.shard}, {axis}]"
+    return f"{axis_type}[{axis}]"
+
+
+def _parse_type(value: Any, where: str) -> "SpmdType | SpmdChoice":
+    return SpmdChoice.parse(value, where) if isinstance(value, dict) else SpmdType.parse(value, where)
+
+
+def _parse_entry(name: str, value: Any, where: str) -> "SpmdType | SpmdTuple | SpmdChoice":
+    if name == "return" and isinstance(value, dict) and "if" not in value:
         return SpmdTuple.parse(value, where)
-    return SpmdType.parse(value, where)
+    return _parse_type(value, where)
 
 
 @dataclass
 class ModuleOverlay:
     """The entries for one module: ``functions[path][param or "return"]``, ``attributes[path]``."""
 
-    functions: dict[str, dict[str, SpmdType | SpmdTuple]] = field(default_factory=dict)
-    attributes: dict[str, SpmdType] = field(default_factory=dict)
+    functions: dict[str, dict[str, SpmdType | SpmdTuple | SpmdChoice]] = field(default_factory=dict)
+    attributes: dict[str, SpmdType | SpmdChoice] = field(default_factory=dict)
 
     def merge(self, other: "ModuleOverlay") -> None:
         self.functions.update(other.functions)
@@ -137,14 +207,33 @@ def _module_overlay(module: str, spec: Any) -> ModuleOverlay:
     for path, value in spec.get("attributes", {}).items():
         if "." not in path:
             raise OverlayError(f"{module}.{path}: an attribute is written Class.attribute")
-        overlay.attributes[path] = SpmdType.parse(value, f"{module}.{path}")
+        overlay.attributes[path] = _parse_type(value, f"{module}.{path}")
     return overlay
 
 
+def shipped_overlays() -> dict[str, Path]:
+    """The shipped overlays by name: the file's stem, ``-`` for ``_`` (``megatron-core``)."""
+    return {path.stem.replace("_", "-"): path for path in sorted(SHIPPED.glob("*.toml"))}
+
+
+def overlay_file(given: Path) -> Path:
+    """An overlay file, or a shipped overlay's name (``fairscale``, ``megatron-core`` or ``megatron_core``).
+
+    An existing file wins over a shipped name; anything else must be a file.
+    """
+    shipped = shipped_overlays()
+    name = str(given).replace("_", "-")
+    if name in shipped and not given.is_file():
+        return shipped[name]
+    if not given.is_file():
+        raise OverlayError(f"{given}: no such overlay file, nor a shipped overlay ({', '.join(shipped)})")
+    return given
+
+
 def load_overlays(paths: Sequence[Path]) -> dict[str, ModuleOverlay]:
-    """Read overlay files; later files add to (and override) earlier ones."""
+    """Read overlay files (or shipped overlays by name); later files add to (and override) earlier ones."""
     merged: dict[str, ModuleOverlay] = {}
-    for path in paths:
+    for path in map(overlay_file, paths):
         with open(path, "rb") as handle:
             try:
                 data = tomllib.load(handle)
@@ -157,7 +246,10 @@ def load_overlays(paths: Sequence[Path]) -> dict[str, ModuleOverlay]:
     return merged
 
 
-def _annotation(spmd_type: SpmdType | SpmdTuple) -> cst.Annotation:
+Declared = SpmdType | SpmdTuple | SpmdChoice
+
+
+def _annotation(spmd_type: Declared) -> cst.Annotation:
     return cst.Annotation(cst.parse_expression(spmd_type.annotation()))
 
 
@@ -171,8 +263,12 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         self.overlay = overlay
         self.unmatched = {*overlay.functions, *overlay.attributes}
         self._path: list[str] = []
+        self._choices: dict[str, SpmdChoice] = {}
 
-    def _use(self, spmd_type: SpmdType | SpmdTuple) -> None:
+    def _use(self, spmd_type: Declared) -> None:
+        if isinstance(spmd_type, SpmdChoice):
+            self._choices[spmd_type.annotation()] = spmd_type
+            AddImportsVisitor.add_needed_import(self.context, "spmd_stubs")
         names, axes = spmd_type.imports()
         for name in sorted(names):
             AddImportsVisitor.add_needed_import(self.context, "spmd_stubs", name)
@@ -205,6 +301,15 @@ class OverlayCommand(VisitorBasedCodemodCommand):
             returns=_annotation(entry["return"]) if "return" in entry else updated_node.returns,
         )
 
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        """The flag-chosen aliases, before the module's first class or function (after its imports)."""
+        if not self._choices:
+            return updated_node
+        body = list(updated_node.body)
+        at = next((i for i, s in enumerate(body) if isinstance(s, (cst.ClassDef, cst.FunctionDef))), len(body))
+        aliases = [cst.parse_statement(choice.alias()) for _, choice in sorted(self._choices.items())]
+        return updated_node.with_changes(body=[*body[:at], *aliases, *body[at:]])
+
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         path = ".".join(self._path)
         self._path.pop()
@@ -227,7 +332,7 @@ def _all_params(params: cst.Parameters) -> list[cst.Param]:
     return every + [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
 
 
-def _annotate_params(params: cst.Parameters, entry: dict[str, SpmdType | SpmdTuple]) -> cst.Parameters:
+def _annotate_params(params: cst.Parameters, entry: dict[str, Declared]) -> cst.Parameters:
     def annotate(param: cst.Param) -> cst.Param:
         spmd_type = entry.get(param.name.value)
         return param if spmd_type is None else param.with_changes(annotation=_annotation(spmd_type))
@@ -255,7 +360,7 @@ def _declared_name(statement: cst.BaseStatement) -> str | None:
     return None
 
 
-def _declare_attributes(body: cst.BaseSuite, declared: dict[str, SpmdType]) -> cst.BaseSuite:
+def _declare_attributes(body: cst.BaseSuite, declared: dict[str, SpmdType | SpmdChoice]) -> cst.BaseSuite:
     """Class-level ``name: Tensor[...]`` declarations, after the docstring; existing ones re-annotated."""
     if not isinstance(body, cst.IndentedBlock):
         raise OverlayError("a class written on one line cannot take attribute declarations")

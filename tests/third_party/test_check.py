@@ -1,6 +1,6 @@
 """Check fairscale's and megatron-core's tensor-parallel layers with types declared outside their source.
 
-The installed packages are copied, the shipped overlays (overlays/*.toml)
+The installed packages are copied, the shipped overlays (spmd_mypy/overlays/*.toml)
 and the codemod are applied to the copies, and mypy with the plugin runs
 once over the four modules.  The test pins exactly what the checker reports
 (the table in docs/third_party.md): a new finding or a vanished one fails it.
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from spmd_mypy.migrate import migrate_source
-from spmd_mypy.migrate.overlay import apply_overlay, load_overlays
+from spmd_mypy.migrate.overlay import apply_overlay, load_overlays, shipped_overlays
 from spmd_mypy.migrate.thirdparty import RECOMMENDED_CONFIG, copy_installed, mypy_config, run_mypy
 
-OVERLAYS = Path(__file__).resolve().parents[2] / "overlays"
+OVERLAYS = list(shipped_overlays().values())
 MODULES = [
     "fairscale.nn.model_parallel.mappings",
     "fairscale.nn.model_parallel.layers",
@@ -58,7 +58,7 @@ def function_at(tree: ast.Module, line: int) -> str:
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory):
     root = copy_installed(["megatron", "fairscale"], tmp_path_factory.mktemp("third_party"))
-    overlays = load_overlays(sorted(OVERLAYS.glob("*.toml")))
+    overlays = load_overlays(OVERLAYS)
     files = {}
     for module in MODULES:
         path = root.joinpath(*module.split(".")).with_suffix(".py")
@@ -71,7 +71,7 @@ def checked(tmp_path_factory):
 
 
 def test_every_overlaid_module_is_covered(checked):
-    assert set(checked[1].values()) == set(load_overlays(sorted(OVERLAYS.glob("*.toml"))))
+    assert set(checked[1].values()) == set(load_overlays(OVERLAYS))
 
 
 def test_the_checker_runs_without_crashing(checked):

@@ -6,9 +6,7 @@ from pathlib import Path
 import pytest
 
 from spmd_mypy.migrate.cli import main
-from spmd_mypy.migrate.overlay import OverlayError, apply_overlay, load_overlays
-
-OVERLAYS = Path(__file__).resolve().parents[2] / "overlays"
+from spmd_mypy.migrate.overlay import SHIPPED, OverlayError, apply_overlay, load_overlays, shipped_overlays
 
 SOURCE = textwrap.dedent('''\
     import torch
@@ -97,8 +95,24 @@ def test_a_malformed_overlay_is_an_error(tmp_path: Path, spec: str, message: str
 
 @pytest.mark.parametrize("name", ["fairscale.toml", "megatron_core.toml"])
 def test_shipped_overlays_load(name: str) -> None:
-    overlays = load_overlays([OVERLAYS / name])
+    overlays = load_overlays([SHIPPED / name])
     assert overlays and all(o.functions for o in overlays.values())
+
+
+def test_shipped_overlays_are_found_by_name(tmp_path: Path, monkeypatch, capsys) -> None:
+    assert shipped_overlays() == {"fairscale": SHIPPED / "fairscale.toml",
+                                  "megatron-core": SHIPPED / "megatron_core.toml"}
+    for name in ("fairscale", "megatron-core", "megatron_core"):
+        assert load_overlays([Path(name)]) == load_overlays([shipped_overlays()[name.replace("_", "-")]])
+    monkeypatch.chdir(tmp_path)
+    Path("fairscale").write_text('[modules."m".functions]\nf = { x = "R@tp" }\n')  # an existing file wins
+    assert list(load_overlays([Path("fairscale")])) == ["m"]
+    with pytest.raises(OverlayError, match=r"no such overlay file, nor a shipped overlay \(fairscale, megatron-core\)"):
+        load_overlays([Path("missing.toml")])
+    Path("plain.py").write_text("x = 1\n")
+    assert main(["--overlay", "megatron-core", "--overlay", "fairscale", "--quiet", "plain.py"]) == 0
+    assert main(["--overlay", "megatron", "plain.py"]) == 2
+    assert "megatron: no such overlay file, nor a shipped overlay" in capsys.readouterr().err
 
 
 def test_cli_reports_a_stale_overlay(tmp_path: Path, capsys) -> None:

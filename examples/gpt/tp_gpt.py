@@ -17,8 +17,9 @@ same on every dp rank and used by per-rank compute (``R@dp``), so their
 gradients come out as ``P@dp`` and :func:`sync_data_parallel_grads` reduces
 them, as DDP does.
 
-Sequence parallelism is a flag (``Config.sequence_parallel``) that picks
-between the two type cycles of docs/spec.md#loss-rule:
+Sequence parallelism is a flag (``Config.sequence_parallel``), tested
+inside each layer the way Megatron writes it (``if self.sequence_parallel:``),
+that picks between the two type cycles of docs/spec.md#loss-rule:
 
 * SP off: activations between blocks are ``I@tp``; a sub-layer is entered
   with ``convert(I, R)`` (backward: all-reduce) and left with
@@ -30,7 +31,10 @@ between the two type cycles of docs/spec.md#loss-rule:
   still ``I@tp`` parameters but meet different tokens on each rank, so they
   enter through ``convert(I, R)``, whose backward all-reduces their gradient.
 
-The interior of a sub-layer is the same in both: ``R@tp -> column-parallel ->
+The activations' type is written once, :data:`Activation`, chosen by the
+flag; the checker runs every layer in both configurations declared in
+``examples/mypy.ini`` (``spmd-check``, docs/checker.md#configurations).  The
+interior of a sub-layer is the same in both: ``R@tp -> column-parallel ->
 S(-1)@tp -> ... -> row-parallel -> P@tp``.
 
 The parallel linears and the MLP are global SPMD on tp
@@ -54,6 +58,9 @@ from spmd_stubs.axes import dp, tp
 
 EPS = 1e-5
 Params = dict[str, torch.Tensor]
+
+Activation = Tensor[S[0, tp]] if spmd.flags.sequence_parallel else Tensor[I[tp]]
+"""The activations between blocks: split on the sequence dim with sequence parallelism, whole without."""
 
 
 @dataclass(frozen=True)
@@ -187,25 +194,47 @@ class VocabParallelEmbedding(nn.Module):
 class LayerNorm(nn.Module):
     """LayerNorm whose weight and bias are the same on every tp rank (``I@tp``)."""
 
-    def __init__(self, params: Params, prefix: str) -> None:
+    def __init__(self, params: Params, prefix: str, sequence_parallel: bool) -> None:
         super().__init__()
         self.weight: Tensor[I@tp] = nn.Parameter(params[f"{prefix}.weight"].detach().clone())
         self.bias: Tensor[I@tp] = nn.Parameter(params[f"{prefix}.bias"].detach().clone())
+        self.sequence_parallel = sequence_parallel
 
-    def forward(self, x: Tensor[I@tp]) -> Tensor[I@tp]:
-        """SP off: every tp rank normalises the same tokens, the same computation (I)."""
-        return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, EPS)
+    def forward(self, x: Activation) -> Activation:
+        """SP off: every tp rank normalises the same tokens, the same computation (I).
 
-    def sequence_parallel(self, x: Tensor[S(0)@tp]) -> Tensor[S(0)@tp]:
-        """SP on: each rank normalises its own tokens with the shared weight.
-
-        The weight then gets a different gradient on each rank; entering it
-        with ``convert(I, R)`` all-reduces that gradient in the backward (the
+        SP on: each rank normalises its own tokens with the shared weight, which
+        then gets a different gradient on each rank; entering it with
+        ``convert(I, R)`` all-reduces that gradient in the backward (the
         reduction Megatron performs by hand for sequence-parallel norms).
         """
-        weight = spmd.convert(self.weight, tp, src=I, dst=R)
-        bias = spmd.convert(self.bias, tp, src=I, dst=R)
+        weight, bias = self.weight, self.bias
+        if self.sequence_parallel:
+            weight = spmd.convert(weight, tp, src=I, dst=R)
+            bias = spmd.convert(bias, tp, src=I, dst=R)
         return F.layer_norm(x, x.shape[-1:], weight, bias, EPS)
+
+
+def enter_tensor_parallel(x: Activation, sequence_parallel: bool) -> Tensor[R@tp]:
+    """Into a sub-layer: every rank needs every token (Megatron's copy_to / gather_from_sequence_parallel).
+
+    SP off: ``convert(I, R)``, whose backward all-reduces the gradient.  SP on:
+    ``all_gather(S(0), R)``, whose backward reduce-scatters it.
+    """
+    if sequence_parallel:
+        return spmd.all_gather(x, tp, src=S(0), dst=R)
+    return spmd.convert(x, tp, src=I, dst=R)
+
+
+def leave_tensor_parallel(x: Tensor[P@tp], sequence_parallel: bool) -> Activation:
+    """Out of a sub-layer: the partial sums reduced (Megatron's reduce_from / reduce_scatter_to_sequence_parallel).
+
+    SP off: ``all_reduce(P, I)``, backward the identity.  SP on:
+    ``reduce_scatter(P, S(0))``, backward an all-gather.
+    """
+    if sequence_parallel:
+        return spmd.reduce_scatter(x, tp, src=P, dst=S(0))
+    return spmd.all_reduce(x, tp, src=P, dst=I)
 
 
 class Attention(nn.Module):
@@ -258,24 +287,17 @@ class Block(nn.Module):
 
     def __init__(self, params: Params, prefix: str, cfg: Config, tp_rank: int, tp_size: int) -> None:
         super().__init__()
-        self.attn_norm = LayerNorm(params, f"{prefix}.attn_norm")
+        self.sequence_parallel = cfg.sequence_parallel
+        self.attn_norm = LayerNorm(params, f"{prefix}.attn_norm", cfg.sequence_parallel)
         self.attention = Attention(params, f"{prefix}.attention", cfg, tp_rank, tp_size)
-        self.mlp_norm = LayerNorm(params, f"{prefix}.mlp_norm")
+        self.mlp_norm = LayerNorm(params, f"{prefix}.mlp_norm", cfg.sequence_parallel)
         self.mlp = MLP(params, f"{prefix}.mlp", tp_rank, tp_size)
 
-    def forward(self, x: Tensor[I@tp]) -> Tensor[I@tp]:
-        """SP off: enter with convert(I, R) (copy_to), leave with all_reduce(P, I) (reduce_from)."""
-        h = spmd.convert(self.attn_norm(x), tp, src=I, dst=R)
-        x = x + spmd.all_reduce(self.attention(h), tp, src=P, dst=I)
-        h = spmd.convert(self.mlp_norm(x), tp, src=I, dst=R)
-        return x + spmd.all_reduce(self.mlp(h), tp, src=P, dst=I)
-
-    def sequence_parallel(self, x: Tensor[S(0)@tp]) -> Tensor[S(0)@tp]:
-        """SP on: enter with all_gather(S(0), R), leave with reduce_scatter(P, S(0))."""
-        h = spmd.all_gather(self.attn_norm.sequence_parallel(x), tp, src=S(0), dst=R)
-        x = x + spmd.reduce_scatter(self.attention(h), tp, src=P, dst=S(0))
-        h = spmd.all_gather(self.mlp_norm.sequence_parallel(x), tp, src=S(0), dst=R)
-        return x + spmd.reduce_scatter(self.mlp(h), tp, src=P, dst=S(0))
+    def forward(self, x: Activation) -> Activation:
+        h = enter_tensor_parallel(self.attn_norm(x), self.sequence_parallel)
+        x = x + leave_tensor_parallel(self.attention(h), self.sequence_parallel)
+        h = enter_tensor_parallel(self.mlp_norm(x), self.sequence_parallel)
+        return x + leave_tensor_parallel(self.mlp(h), self.sequence_parallel)
 
 
 class GPT(nn.Module):
@@ -288,34 +310,19 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             Block(params, f"blocks.{i}", cfg, tp_rank, tp_size) for i in range(cfg.layers)
         )
-        self.final_norm = LayerNorm(params, "final_norm")
+        self.final_norm = LayerNorm(params, "final_norm", cfg.sequence_parallel)
         self.lm_head: Tensor[S(0)@tp] = _param(params, "lm_head", tp_rank, tp_size)
 
     def forward(self, tokens: Tensor[I@tp]) -> Tensor[S(-1)@tp]:
         """Logits ``[seq, batch, vocab / tp]``: this rank's slice of the vocabulary."""
-        embedded = self.embedding(tokens)
-        if self.sequence_parallel:
-            hidden = self._trunk_sequence_parallel(embedded)
-        else:
-            hidden = self._trunk(embedded)
+        x = leave_tensor_parallel(self.embedding(tokens), self.sequence_parallel)
+        for block in self._layers():
+            x = block(x)
+        hidden = enter_tensor_parallel(self.final_norm(x), self.sequence_parallel)
         return column_parallel(hidden, self.lm_head)
 
     def _layers(self) -> list[Block]:
         return [block for block in self.blocks if isinstance(block, Block)]
-
-    def _trunk(self, embedded: Tensor[P@tp]) -> Tensor[R@tp]:
-        """SP off: the residual stream is I@tp, every rank holds every token."""
-        x = spmd.all_reduce(embedded, tp, src=P, dst=I)
-        for block in self._layers():
-            x = block(x)
-        return spmd.convert(self.final_norm(x), tp, src=I, dst=R)
-
-    def _trunk_sequence_parallel(self, embedded: Tensor[P@tp]) -> Tensor[R@tp]:
-        """SP on: the residual stream is S(0)@tp, each rank holds a slice of the sequence."""
-        x = spmd.reduce_scatter(embedded, tp, src=P, dst=S(0))
-        for block in self._layers():
-            x = block.sequence_parallel(x)
-        return spmd.all_gather(self.final_norm.sequence_parallel(x), tp, src=S(0), dst=R)
 
 
 # --------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 A cold mypy run over code that imports torch takes most of a minute on a
 small machine, so the bug gallery, the GPT, MLP and global-mode examples are checked together,
-once per session, with the plugin enabled and a cache shared between runs.
+once per session, by ``spmd-check`` in the examples' two configurations (sequence parallelism
+on and off, examples/mypy.ini), with a cache shared between runs.
 The shared names live in ``spmd_examples`` (a unique module name: spawned
 gloo workers import the test modules, and ``conftest`` is ambiguous there).
 """
@@ -29,13 +30,12 @@ from spmd_examples import (
 
 
 @pytest.fixture(scope="session")
-def example_mypy_run(tmp_path_factory: pytest.TempPathFactory) -> MypyRun:
-    config = tmp_path_factory.mktemp("mypy") / "mypy.ini"
-    config.write_text(MYPY_CONFIG)
+def example_mypy_run() -> MypyRun:
     typed = [p for d in (BUGS, GPT) for p in d.glob("*.py")] + [MLP_EXAMPLE, GLOBAL_EXAMPLE, SOFTMAX_EXAMPLE]
     files = sorted(str(p.relative_to(ROOT)) for p in typed)
     run = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(ROOT / ".mypy_cache"),
+        [sys.executable, "-m", "spmd_mypy.configurations.cli", "--config-file", str(MYPY_CONFIG),
+         "--cache-dir", str(ROOT / ".mypy_cache"),
          "--show-error-codes", "--no-error-summary", "--no-pretty", *files],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
@@ -45,5 +45,6 @@ def example_mypy_run(tmp_path_factory: pytest.TempPathFactory) -> MypyRun:
     for line in run.stdout.splitlines():
         match = ERROR_LINE.match(line)
         if match:
-            errors[match["path"]].append(Diagnostic(int(match["line"]), match["code"] or "", match["message"]))
+            errors[match["path"]].append(
+                Diagnostic(int(match["line"]), match["code"] or "", match["message"], match["label"] or ""))
     return MypyRun(dict(errors), run.stdout + run.stderr, run.returncode, tuple(files))

@@ -13,14 +13,17 @@ GPT = EXAMPLES / "gpt"
 MLP_EXAMPLE = EXAMPLES / "train_mlp.py"
 GLOBAL_EXAMPLE = EXAMPLES / "global_mlp.py"
 SOFTMAX_EXAMPLE = EXAMPLES / "vocab_parallel_softmax.py"
-MYPY_CONFIG = "[mypy]\nplugins = spmd_mypy\n"
-ERROR_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): error: (?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$")
+MYPY_CONFIG = EXAMPLES / "mypy.ini"
+"""The examples' config: the recommended one, plus the GPT's two configurations (sequence parallelism on, off)."""
+ERROR_LINE = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+): error: (?:\[(?P<label>[\w, -]+)\] )?(?P<message>.*?)"
+                        r"(?:  \[(?P<code>[a-z0-9-]+)\])?$")
 
 
 class Diagnostic(NamedTuple):
     line: int
     code: str
     message: str
+    configurations: str = ""  # where spmd-check found it, "" for every configuration
 
 
 class MypyRun(NamedTuple):

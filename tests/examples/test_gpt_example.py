@@ -1,4 +1,4 @@
-"""The typed GPT example: it type-checks clean and trains like the unparallelised model.
+"""The typed GPT example: it type-checks clean in both configurations and trains like the unparallelised model.
 
 One spawned 2 dp x 2 tp gloo world trains both sequence-parallel modes for
 two steps; every loss and every parameter gradient must equal the
@@ -7,11 +7,16 @@ single-process reference.  ``train.py`` itself is also run as a user would.
 
 from __future__ import annotations
 
+import configparser
 import subprocess
 import sys
 
 import pytest
-from spmd_examples import GPT, ROOT, MypyRun
+from spmd_examples import GPT, MYPY_CONFIG, ROOT, MypyRun
+
+from spmd_mypy.configurations import declared
+
+RECOMMENDED = ROOT / "spmd_mypy" / "recommended.ini"
 
 sys.path.insert(0, str(GPT))
 import gloo_launch
@@ -58,3 +63,17 @@ def test_train_script_exits_zero_and_prints_losses() -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     lines = [line for line in run.stdout.splitlines() if " step " in line]
     assert len(lines) == 2 and all(line.endswith(" ok") for line in lines), run.stdout
+
+
+def test_the_examples_config_is_the_recommended_one_plus_the_sequence_parallel_configurations() -> None:
+    """examples/mypy.ini repeats no setting of its own besides the configurations the GPT is checked in."""
+    recommended, examples = configparser.ConfigParser(), configparser.ConfigParser()
+    recommended.read(RECOMMENDED)
+    examples.read(MYPY_CONFIG)
+    assert {s: dict(examples[s]) for s in examples.sections() if s != "spmd_mypy"} == {
+        s: dict(recommended[s]) for s in recommended.sections()
+    }
+    configurations = declared.parse(examples["spmd_mypy"]["configurations"])
+    assert [(c.name, c.flags) for c in configurations] == [
+        ("sp", (("sequence_parallel", True),)), ("no_sp", (("sequence_parallel", False),))
+    ]

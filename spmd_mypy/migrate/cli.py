@@ -1,12 +1,16 @@
 """The ``spmd-migrate`` command line.
 
-    spmd-migrate [--diff | --in-place | --output-dir DIR] [--overlay FILE ...]
-                 [--replicated-dst R|I] [--config-file FILE] PATH ...
-    spmd-migrate --infer [--diff | --in-place | --output-dir DIR | --write-overlay FILE]
+    spmd-migrate [--diff | --check | --in-place | --output-dir DIR] [--overlay FILE ...]
+                 [--replicated-dst R|I] [--config-file FILE] [-j N] PATH ...
+    spmd-migrate --infer [--diff | --check | --in-place | --output-dir DIR | --write-overlay FILE]
                  [--config-file FILE] [--cache-dir DIR] PATH ...
 
 PATHs are files or directories (searched for ``*.py``).  Without a mode the
-command only prints a diff: nothing is written unless asked.  With
+command only prints a diff (``a/`` and ``b/`` prefixes, as ``git apply``
+takes it) on stdout: nothing is written unless asked.  The list of sites,
+progress and the summary go to stderr.  ``--check`` prints the same diff and
+exits 1 when a file would change, 0 when none would.  Files are migrated
+in ``-j N`` worker processes (default: one per core).  With
 ``--output-dir`` every PATH is copied under DIR (a directory PATH keeps its
 own name, so ``spmd-migrate --output-dir out site-packages/fairscale`` writes
 ``out/fairscale/...``) and the copies are migrated; the originals are never
@@ -28,28 +32,18 @@ import argparse
 import difflib
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from spmd_mypy import config
-from spmd_mypy.migrate.engine import migrate_source
-from spmd_mypy.migrate.names import module_of_path
-from spmd_mypy.migrate.overlay import ModuleOverlay, OverlayError, apply_overlay, load_overlays
+from spmd_mypy.migrate.batch import Job, Options, Progress, default_jobs, transformed
+from spmd_mypy.migrate.overlay import OverlayError, load_overlays
 from spmd_mypy.migrate.transformer import Report
 
 if TYPE_CHECKING:
     from spmd_mypy.migrate.infer import Inference
 
 __all__ = ["main"]
-
-
-@dataclass(frozen=True)
-class Job:
-    """One file: read from ``source`` (which also names its module), write to ``destination``."""
-
-    source: Path
-    destination: Path
 
 
 def _python_files(path: Path) -> list[Path]:
@@ -81,20 +75,6 @@ def _copy_tree(paths: Sequence[Path], output_dir: Path) -> None:
             shutil.copy2(root, output_dir / root.name)
 
 
-def _transform(
-    job: Job, overlays: dict[str, ModuleOverlay], replicated_dst: str | None, roots: Sequence[Path],
-    groups: config.GroupDeclarations,
-) -> tuple[str, str, Report]:
-    original = job.source.read_text()
-    module = module_of_path(job.source, roots)
-    code = original
-    if module in overlays:
-        code = apply_overlay(code, module, overlays[module])
-    result = migrate_source(code, module, is_package=job.source.name == "__init__.py",
-                            replicated_dst=replicated_dst, groups=groups)
-    return original, result.code, result.report
-
-
 def _group_declarations(config_file: Path | None) -> config.GroupDeclarations:
     """``[spmd_mypy] groups`` of the config file given, else of the one mypy would read here."""
     if config_file is not None and not config_file.is_file():
@@ -114,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--diff", action="store_true", help="print a unified diff (the default)")
     mode.add_argument("--in-place", action="store_true", help="rewrite the files")
     mode.add_argument("--output-dir", type=Path, help="copy the paths under DIR and rewrite the copies")
+    mode.add_argument("--check", action="store_true",
+                      help="write nothing; print the diff and exit 1 if anything would change, 0 if nothing "
+                      "would (for CI and pre-commit)")
     parser.add_argument("--overlay", type=Path, action="append", default=[],
                         help="a TOML file of SPMD annotations to apply first (repeatable)")
     parser.add_argument("--replicated-dst", choices=("R", "I"),
@@ -124,7 +107,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config-file", type=Path,
                         help="the mypy config file whose [spmd_mypy] groups name the axes of process groups "
                         "(default: the one mypy would find from the current directory)")
-    parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    parser.add_argument("--quiet", action="store_true", help="print only the summary (no site list, no progress)")
+    parser.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N",
+                        help="migrate files in N worker processes (default: the number of cores)")
     parser.add_argument("--infer", action="store_true",
                         help="write the SPMD annotations the code lacks, inferred by the checker "
                         "(parameters from call sites, returns from bodies, attributes from assignments)")
@@ -165,28 +150,82 @@ def _infer(args: argparse.Namespace) -> int:
             path.write_text(result.texts[path])
     else:
         for path in changed:
-            shown = str(_shown_path(path))
-            sys.stdout.writelines(difflib.unified_diff(
-                result.originals[path].splitlines(keepends=True), result.texts[path].splitlines(keepends=True),
-                fromfile=shown, tofile=shown))
+            _print_diff(result.originals[path], result.texts[path], path)
     print(f"spmd-migrate --infer: {result.count('parameter')} parameters, {result.count('return')} returns, "
           f"{result.count('attribute')} attributes inferred, {len(result.todos)} TODOs, "
           f"{len(changed)} files changed ({result.runs} mypy runs)", file=sys.stderr)
-    return 0
+    return _check_status(args, len(changed))
 
 
 def _shown_path(path: Path) -> Path:
     try:
-        return path.relative_to(Path.cwd())
+        return path.resolve().relative_to(Path.cwd().resolve())
     except ValueError:
         return path
 
 
+def _print_diff(original: str, code: str, path: Path) -> None:
+    """A unified diff with git's ``a/`` and ``b/`` prefixes, so ``git apply`` (or ``patch -p1``) takes it.
+
+    Paths are relative to the current directory; one outside it is written
+    from the root (``a/tmp/x.py``: ``patch -p1`` applies it from ``/``).
+    """
+    shown = _shown_path(path).as_posix().lstrip("/")
+    sys.stdout.writelines(difflib.unified_diff(
+        original.splitlines(keepends=True), code.splitlines(keepends=True), fromfile=f"a/{shown}", tofile=f"b/{shown}"))
+    sys.stdout.flush()
+
+
+def _check_status(args: argparse.Namespace, changed: int) -> int:
+    """0, or with ``--check`` 1 when a file would change (saying how to change it)."""
+    if not args.check or changed == 0:
+        return 0
+    command = "spmd-migrate --infer --in-place" if args.infer else "spmd-migrate --in-place"
+    print(f"spmd-migrate --check: {changed} files would change; {command} PATH... rewrites them", file=sys.stderr)
+    return 1
+
+
 def _print_inference(result: "Inference") -> None:
+    """One line per annotation and per TODO, on stderr (stdout holds only the diff)."""
     for proposal in result.written:
-        print(f"{proposal.file}: inferred: {proposal.target.describe()}: {proposal.annotation.annotation()}")
+        print(f"{proposal.file}: inferred: {proposal.target.describe()}: {proposal.annotation.annotation()}",
+              file=sys.stderr)
     for todo in result.todos:
-        print(f"{todo.file}: todo: {todo.target.describe()}: {todo.text()}")
+        print(f"{todo.file}: todo: {todo.target.describe()}: {todo.text()}", file=sys.stderr)
+
+
+def _migrate(args: argparse.Namespace, options: Options) -> int:
+    """The codemod over every file: write or print each change, list the sites, and sum up."""
+    if args.output_dir is not None:
+        _copy_tree(args.paths, args.output_dir)
+    jobs = _jobs(args.paths, args.output_dir)
+    totals = Report()
+    changed_files = 0
+    progress = Progress(len(jobs), enabled=not args.quiet)
+    try:
+        for job, (original, code, report) in zip(jobs, transformed(jobs, options, args.jobs)):
+            totals.findings.extend(report.findings)
+            if not args.quiet and report.findings:
+                progress.clear()
+                for finding in report.findings:
+                    print(f"{job.source}:{finding.line}: {finding.kind}: {finding.message}", file=sys.stderr)
+            if code != original:
+                changed_files += 1
+                if args.in_place or args.output_dir is not None:
+                    job.destination.write_text(code)
+                else:
+                    progress.clear()
+                    _print_diff(original, code, job.source)
+            progress.step()
+    except OverlayError as err:
+        progress.clear()
+        print(f"spmd-migrate: {err}", file=sys.stderr)
+        return 2
+    progress.clear()
+    print(f"spmd-migrate: {totals.rewritten} calls rewritten, {totals.todos} TODOs, "
+          f"{totals.skipped} collectives inside autograd Functions left as is, "
+          f"{changed_files} files changed", file=sys.stderr)
+    return _check_status(args, changed_files)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -194,6 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [str(p) for p in args.paths if not p.exists()]
     if missing:
         print(f"spmd-migrate: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    if args.jobs < 1:
+        print("spmd-migrate: --jobs must be at least 1", file=sys.stderr)
         return 2
     if args.infer:
         return _infer(args)
@@ -206,30 +248,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OverlayError, config.ConfigError) as err:
         print(f"spmd-migrate: {err}", file=sys.stderr)
         return 2
-    if args.output_dir is not None:
-        _copy_tree(args.paths, args.output_dir)
-    totals = Report()
-    changed_files = 0
-    for job in _jobs(args.paths, args.output_dir):
-        try:
-            original, code, report = _transform(job, overlays, args.replicated_dst, args.root, groups)
-        except OverlayError as err:
-            print(f"spmd-migrate: {err}", file=sys.stderr)
-            return 2
-        totals.findings.extend(report.findings)
-        if not args.quiet:
-            for finding in report.findings:
-                print(f"{job.source}:{finding.line}: {finding.kind}: {finding.message}")
-        if code == original:
-            continue
-        changed_files += 1
-        if args.in_place or args.output_dir is not None:
-            job.destination.write_text(code)
-        else:
-            sys.stdout.writelines(difflib.unified_diff(
-                original.splitlines(keepends=True), code.splitlines(keepends=True),
-                fromfile=str(job.source), tofile=str(job.source)))
-    print(f"spmd-migrate: {totals.rewritten} calls rewritten, {totals.todos} TODOs, "
-          f"{totals.skipped} collectives inside autograd Functions left as is, "
-          f"{changed_files} files changed", file=sys.stderr)
-    return 0
+    return _migrate(args, Options(overlays, args.replicated_dst, tuple(args.root), groups))

@@ -1,5 +1,6 @@
 """spmd-migrate's command line: modes, summary, idempotence, never touching what it was not asked to."""
 
+import io
 import subprocess
 import sys
 import textwrap
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from spmd_mypy.migrate import batch
 from spmd_mypy.migrate.cli import main
 
 SOURCE = textwrap.dedent("""\
@@ -98,3 +100,104 @@ def test_a_bad_group_declaration_is_an_error(tree: Path, tmp_path: Path, capsys)
     config.write_text("[spmd_mypy]\ngroups = *.tp_group\n")
     assert main(["--config-file", str(config), str(tree)]) == 2
     assert "spmd-migrate: [spmd_mypy] groups: '*.tp_group' has no axis" in capsys.readouterr().err
+
+
+def test_stdout_holds_only_the_diff_and_stderr_the_sites(tree: Path, capsys) -> None:
+    """The site list goes to stderr, so ``spmd-migrate src/ > fix.patch`` is a patch and nothing else."""
+    assert main([str(tree)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("--- a/") and "rewritten:" not in out and "todo:" not in out
+    assert all(line[:1] in " +-@" for line in out.splitlines()), out
+    layer = tree / "pkg" / "layer.py"
+    assert f"{layer}:6: rewritten: spmd.all_reduce(x, tp, src=P, dst=I)\n" in err
+    assert f"{layer}:8: todo: choose the type of the replicated result" in err
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+
+
+def test_git_apply_takes_the_diff(tree: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """``a/`` and ``b/`` prefixes, paths from the current directory: ``git apply`` needs no ``-p0``."""
+    repo = tree.parent
+    assert _git(repo, "init", "-q").returncode == 0
+    monkeypatch.chdir(repo)
+    assert main(["src"]) == 0
+    patch = capsys.readouterr().out
+    assert patch.startswith("--- a/src/pkg/layer.py\n+++ b/src/pkg/layer.py\n"), patch
+    (repo / "fix.patch").write_text(patch)
+    checked = _git(repo, "apply", "--check", "fix.patch")
+    assert checked.returncode == 0, checked.stderr
+    assert _git(repo, "apply", "fix.patch").returncode == 0
+    assert main(["--check", "src"]) == 0  # what git applied is what --in-place writes
+    capsys.readouterr()
+
+
+def test_check_fails_while_something_would_change(tree: Path, capsys) -> None:
+    assert main(["--check", str(tree)]) == 1
+    out, err = capsys.readouterr()
+    assert "+    y = spmd.all_reduce(x, tp, src=P, dst=I)  # reduce\n" in out
+    assert "spmd-migrate --check: 1 files would change" in err
+    assert (tree / "pkg" / "layer.py").read_text() == SOURCE  # nothing written
+    assert main(["--in-place", str(tree)]) == 0
+    capsys.readouterr()
+    assert main(["--check", str(tree)]) == 0  # the TODO it left is there: nothing more to do
+    out, err = capsys.readouterr()
+    assert out == "" and "would change" not in err
+
+
+def _many_files(tree: Path, count: int) -> None:
+    for number in range(count):
+        text = SOURCE.replace("def forward", f"def forward_{number}") if number % 2 else "x = 1\n"
+        (tree / "pkg" / f"layer_{number}.py").write_text(text)
+
+
+def test_jobs_give_the_same_output_in_the_same_order(tree: Path, capsys) -> None:
+    _many_files(tree, 11)
+    assert main(["-j", "1", str(tree)]) == 0
+    serial = capsys.readouterr()
+    assert main(["-j", "3", str(tree)]) == 0  # 13 files: three workers
+    assert capsys.readouterr() == serial
+    assert serial.err.count(": rewritten: ") == 6
+
+
+def test_jobs_write_in_place_like_one_process(tree: Path, tmp_path: Path) -> None:
+    _many_files(tree, 11)
+    out_one, out_three = tmp_path / "one", tmp_path / "three"
+    assert main(["-j", "1", "--quiet", "--output-dir", str(out_one), str(tree)]) == 0
+    assert main(["-j", "3", "--quiet", "--output-dir", str(out_three), str(tree)]) == 0
+    written = sorted(p.relative_to(out_one) for p in out_one.rglob("*.py"))
+    assert written == sorted(p.relative_to(out_three) for p in out_three.rglob("*.py"))
+    assert all((out_one / p).read_text() == (out_three / p).read_text() for p in written)
+
+
+def test_a_bad_job_count_is_an_error(tree: Path, capsys) -> None:
+    assert main(["-j", "0", str(tree)]) == 2
+    assert "--jobs must be at least 1" in capsys.readouterr().err
+
+
+def test_progress_on_a_large_tree(tree: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Without a terminal, a line every PROGRESS_EVERY files; ``--quiet`` prints none."""
+    monkeypatch.setattr(batch, "PROGRESS_EVERY", 5)
+    _many_files(tree, 10)
+    assert main(["-j", "1", str(tree)]) == 0
+    err = capsys.readouterr().err
+    assert "spmd-migrate: 5/12 files\n" in err and "spmd-migrate: 10/12 files\n" in err
+    assert main(["-j", "1", "--quiet", str(tree)]) == 0
+    assert "files\n" not in capsys.readouterr().err.replace("files changed\n", "")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal_is_one_line_cleared_before_other_output() -> None:
+    terminal = _Terminal()
+    progress = batch.Progress(3, stream=terminal)
+    progress.step()
+    assert terminal.getvalue() == "\rspmd-migrate: 1/3 files\x1b[K"
+    progress.clear()
+    assert terminal.getvalue().endswith("\r\x1b[K")
+    progress.clear()  # nothing shown, nothing cleared
+    assert terminal.getvalue().count("\r\x1b[K") == 1

@@ -328,9 +328,11 @@ def test_the_command_line(runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixt
         fcntl.flock(lock, fcntl.LOCK_EX)
         assert main([*arguments, str(source)]) == 0
         out, err = capsys.readouterr()
+        assert main([*arguments, "--check", "--quiet", str(source)]) == 1  # it would change the file
         assert main([*arguments, "--write-overlay", str(overlay_file), str(source)]) == 0
     assert "+    def _norm(self, x: Tensor[V@tp]) -> Tensor[V@tp]:\n" in out
-    assert "inferred: parameter x of RMSNorm._norm: Tensor[V@tp]" in out
+    assert out.startswith(f"--- a{source}\n+++ b{source}\n"), out  # outside the current directory: from /
+    assert "inferred: parameter x of RMSNorm._norm: Tensor[V@tp]" in err  # the list: stderr, not the diff
     assert "spmd-migrate --infer: 1 parameters, 1 returns, 1 attributes inferred, 0 TODOs, 1 files changed" in err
     assert source.read_text() == (CASES / "rmsnorm.py").read_text()
     assert load_overlays([overlay_file])["rmsnorm"].attributes == {"RMSNorm.weight": SpmdType.parse("I@tp", "")}

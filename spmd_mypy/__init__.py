@@ -1,10 +1,20 @@
 """spmd_mypy: the mypy plugin that checks SPMD types.
 
 Enable the checker with ``plugins = ["spmd_mypy"]`` in the mypy config; mypy
-calls :func:`plugin` with its version.  The codemod ``spmd-migrate`` lives in
+calls :func:`plugin` with its version.  Under a mypy release outside the
+supported range (:mod:`spmd_mypy.versions`), mypy stops with one error
+naming the range and the fix.  The codemod ``spmd-migrate`` lives in
 :mod:`spmd_mypy.migrate`, which the plugin never imports.
 """
 
-from spmd_mypy.main import plugin
+from spmd_mypy.versions import explain_import_failure
+
+try:
+    from spmd_mypy.main import plugin
+except ImportError as error:  # mypy missing, or a release whose API lacks what the plugin imports
+    explained = explain_import_failure(error)
+    if explained is None:
+        raise
+    raise ImportError(explained) from error
 
 __all__ = ["plugin"]

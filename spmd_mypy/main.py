@@ -393,5 +393,8 @@ def _after_analysis(hook: Callable[[Any], Any], wrap: Callable[[SemanticAnalyzer
 
 
 def plugin(version: str) -> type[Plugin]:
-    """mypy's entry point."""
+    """mypy's entry point: outside the supported mypy releases, one error naming them and the fix."""
+    from spmd_mypy.versions import require_mypy
+
+    require_mypy(version)
     return SpmdPlugin

@@ -51,13 +51,14 @@ def _project_root() -> Path:
     return Path(spmd_stubs.__file__).resolve().parent.parent
 
 
-def mypy_config(root: Path, skipped_packages: Sequence[str]) -> str:
+def mypy_config(root: Path, skipped_packages: Sequence[str], configurations: str = "") -> str:
     """A mypy.ini for checking copied modules under ``root`` with the plugin.
 
     The shipped recommended config (the plugin, torch internals skipped),
     plus: ``check_untyped_defs``, since third-party bodies are mostly
-    unannotated and mypy would not look inside them otherwise, and the
-    packages not chosen for checking skipped.
+    unannotated and mypy would not look inside them otherwise, the
+    packages not chosen for checking skipped, and the ``configurations`` the
+    layers' flags are checked in (``[spmd_mypy]``'s lines, if any).
     """
     config = configparser.ConfigParser()
     config.read_string(RECOMMENDED_CONFIG.read_text())
@@ -71,6 +72,8 @@ def mypy_config(root: Path, skipped_packages: Sequence[str]) -> str:
     )
     if skipped_packages:
         config["mypy-" + ",".join(f"{name}.*" for name in skipped_packages)] = {"follow_imports": "skip"}
+    if configurations:
+        config["spmd_mypy"] = {"configurations": configurations}
     text = io.StringIO()
     config.write(text)
     return text.getvalue()
@@ -83,6 +86,8 @@ class Diagnostic:
     severity: str
     message: str
     code: str | None
+    configurations: str = ""
+    """Where ``spmd-check`` found it (``sp, no_sp``); empty for every configuration."""
 
     @property
     def is_spmd(self) -> bool:
@@ -101,15 +106,19 @@ class MypyRun:
 
 
 _LINE = re.compile(
-    r"^(?P<path>[^:\n]+):(?P<line>\d+): (?P<severity>error|note): (?P<message>.*?)(?:  \[(?P<code>[\w-]+)\])?$"
+    r"^(?P<path>[^:\n]+):(?P<line>\d+): (?P<severity>error|note): (?:\[(?P<label>[\w, -]+)\] )?(?P<message>.*?)"
+    r"(?:  \[(?P<code>[\w-]+)\])?$"
 )
 
 
-def run_mypy(root: Path, files: Sequence[Path], skipped_packages: Sequence[str], cache_dir: Path) -> MypyRun:
-    """Run mypy with the plugin over ``files`` (paths under ``root``) and parse what it says."""
+def run_mypy(root: Path, files: Sequence[Path], skipped_packages: Sequence[str], cache_dir: Path,
+             configurations: str = "") -> MypyRun:
+    """Run mypy with the plugin over ``files`` (paths under ``root``) and parse what it says; with
+    ``configurations``, ``spmd-check`` in each of them."""
     config = root / "spmd-mypy.ini"
-    config.write_text(mypy_config(root, skipped_packages))
-    command = [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(cache_dir),
+    config.write_text(mypy_config(root, skipped_packages, configurations))
+    runner = "spmd_mypy.configurations.cli" if configurations else "mypy"
+    command = [sys.executable, "-m", runner, "--config-file", str(config), "--cache-dir", str(cache_dir),
                "--show-error-codes", "--no-error-summary", "--hide-error-context", "--no-pretty",
                *(str(f.relative_to(root)) for f in files)]
     # mypy imports the plugin with the ordinary import system: put the project
@@ -119,7 +128,7 @@ def run_mypy(root: Path, files: Sequence[Path], skipped_packages: Sequence[str],
     done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env)
     output = done.stdout + done.stderr
     diagnostics = tuple(
-        Diagnostic(m["path"], int(m["line"]), m["severity"], m["message"], m["code"])
+        Diagnostic(m["path"], int(m["line"]), m["severity"], m["message"], m["code"], m["label"] or "")
         for m in map(_LINE.match, output.splitlines()) if m
     )
     return MypyRun(done.returncode, output, diagnostics)

@@ -1,9 +1,10 @@
 """Check fairscale's and megatron-core's tensor-parallel layers with types declared outside their source.
 
 The installed packages are copied, the shipped overlays (spmd_mypy/overlays/*.toml)
-and the codemod are applied to the copies, and mypy with the plugin runs
-once over the four modules.  The test pins exactly what the checker reports
-(the table in docs/third_party.md): a new finding or a vanished one fails it.
+and the codemod are applied to the copies, and ``spmd-check`` runs mypy with
+the plugin over the four modules in each configuration of the layers' flags.
+The test pins exactly what the checker reports, and where (the table in
+docs/third_party.md): a new finding or a vanished one fails it.
 """
 
 import ast
@@ -26,17 +27,19 @@ MODULES = [
     "megatron.core.tensor_parallel.layers",
 ]
 
-# (module, function, error code, the call or operand the error is "In").
+# The layers' flags, in the settings they are used in (docs/third_party.md#configurations):
+# sequence parallel; tensor parallel without it; a row-parallel layer given a whole input.
+CONFIGURATIONS = """
+sp: sequence_parallel = true, input_is_parallel = true, reduce_scatter_embeddings = true, gather_output = false
+no_sp: sequence_parallel = false, input_is_parallel = true, reduce_scatter_embeddings = false, gather_output = false
+whole_input: sequence_parallel = false, input_is_parallel = false, reduce_scatter_embeddings = false, gather_output = true
+"""
+
+# (module, function, error code, the call or operand the error is "In", the configurations it occurs in).
 EXPECTED = Counter([
-    # Types chosen by a constructor flag (input_is_parallel, sequence_parallel):
-    # every branch is checked against every member of the declared union.
-    ("fairscale.nn.model_parallel.layers", "RowParallelLinear.forward", "spmd-collective", "spmd.convert"),
-    ("fairscale.nn.model_parallel.layers", "RowParallelLinear.forward", "spmd-invariant-mix", "F.linear"),
-    ("megatron.core.tensor_parallel.layers", "ColumnParallelLinear.forward", "spmd-collective", "spmd.convert"),
-    ("megatron.core.tensor_parallel.layers", "RowParallelLinear.forward", "spmd-collective", "spmd.convert"),
-    # Sequence parallel: the replicated bias meets S(0)@tp activations; its
+    # Sequence parallel only: the replicated bias meets S(0)@tp activations; its
     # gradient needs a tp all-reduce, which megatron does outside the layer.
-    ("megatron.core.tensor_parallel.layers", "RowParallelLinear.forward", "spmd-invariant-mix", "output_"),
+    ("megatron.core.tensor_parallel.layers", "RowParallelLinear.forward", "spmd-invariant-mix", "output_", "sp"),
 ])
 
 
@@ -66,7 +69,7 @@ def checked(tmp_path_factory):
         path.write_text(migrate_source(code, module).code)
         files[str(path.relative_to(root))] = module
     run = run_mypy(root, [root / f for f in files], ["megatron", "fairscale"],
-                   tmp_path_factory.getbasetemp() / "mypy-cache")
+                   tmp_path_factory.getbasetemp() / "mypy-cache", CONFIGURATIONS)
     return root, files, run
 
 
@@ -87,16 +90,26 @@ def test_what_the_checker_finds(checked):
     for d in run.diagnostics:
         if d.is_spmd:
             where = re.match(r"In `([\w.]+)", d.message)
-            found[(files[d.path], function_at(trees[d.path], d.line), d.code, where and where.group(1))] += 1
+            found[(files[d.path], function_at(trees[d.path], d.line), d.code, where and where.group(1),
+                   d.configurations)] += 1
     assert found == EXPECTED, "\n".join(str(d) for d in run.diagnostics if d.is_spmd)
 
 
 def test_annotations_reach_the_checker(checked):
-    """The overlay's types are what mypy sees, not Any: the messages print them."""
+    """The overlay's flag-chosen types are what mypy sees, one per configuration: upstream's own error on
+    ColumnParallelLinear's input prints it (S(0)@tp with sequence parallelism, I@tp without)."""
     run = checked[2]
-    messages = " ".join(d.message for d in run.diagnostics)
-    assert "Tensor[I@tp] | Tensor[S(-1)@tp]" in messages
-    assert "S(0)@tp" in messages
+    offloading = [d for d in run.diagnostics if "activation_offloading" in d.message]
+    assert {d.configurations for d in offloading if "Tensor[S(0)@tp]" in d.message} == {"sp"}
+    assert {d.configurations for d in offloading if "Tensor[I@tp]" in d.message} == {"no_sp, whole_input"}
+
+
+def test_flag_chosen_types_are_aliases_in_the_copy(checked):
+    root = checked[0]
+    megatron = (root / "megatron/core/tensor_parallel/layers.py").read_text()
+    assert ("_spmd_input_is_parallel_S_m1_tp_I_tp = Tensor[S[-1, tp]] if spmd_stubs.flags.input_is_parallel "
+            "else Tensor[I[tp]]") in megatron
+    assert "def forward(self, input_: _spmd_input_is_parallel_S_m1_tp_I_tp):" in megatron
 
 
 def test_function_backwards_are_typed_as_duals(checked):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,3 +40,16 @@ class MypyRun(NamedTuple):
     def clean(self, path: str) -> bool:
         """``path`` was checked and got no error."""
         return path in self.files and not self.errors.get(path)
+
+
+def _script(name: str) -> ModuleType:
+    """A module of ``scripts/`` (a directory of files run as programs, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check_gallery = _script("check_gallery")
+"""``scripts/check_gallery.py``: the main command's bug-by-bug check of the gallery (the tests read its ``# E:``)."""

@@ -2,27 +2,21 @@
 
 Each ``<name>_bug.py`` marks the offending line with ``# E: spmd-<code>``; mypy
 with the plugin must report exactly those (line, code) pairs in that file and
-nothing else.  Each ``<name>_fixed.py`` must check clean.
+nothing else.  Each ``<name>_fixed.py`` must check clean.  The comments are
+read by ``scripts/check_gallery.py``, which the main command runs
+(``test_check_gallery.py`` tests it).
 """
 
 from __future__ import annotations
 
-import re
-
 import pytest
-from spmd_examples import BUGS, ROOT, MypyRun
+from spmd_examples import BUGS, ROOT, MypyRun, check_gallery
 
-_EXPECT = re.compile(r"#\s*E:\s*(?P<codes>spmd-[a-z-]+(?:\s*,\s*spmd-[a-z-]+)*)\s*$")
 BUG_NAMES = sorted(p.name[: -len("_bug.py")] for p in BUGS.glob("*_bug.py"))
 
 
 def expected_errors(path: str) -> set[tuple[int, str]]:
-    expected = set()
-    for number, text in enumerate((ROOT / path).read_text().splitlines(), start=1):
-        match = _EXPECT.search(text)
-        if match:
-            expected |= {(number, code.strip()) for code in match["codes"].split(",")}
-    return expected
+    return check_gallery.expected_errors((ROOT / path).read_text())
 
 
 def test_gallery_is_complete() -> None:

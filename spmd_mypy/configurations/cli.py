@@ -29,6 +29,7 @@ from pathlib import Path
 
 from spmd_mypy import config
 from spmd_mypy.configurations import declared, merge
+from spmd_mypy.versions import package_version
 
 _NO_SUMMARY = ("--no-error-summary", "--no-color-output")
 _FOLDER = "configurations"
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="spmd-check", description="Run mypy with the spmd_mypy plugin in every configuration "
         "([tool.spmd_mypy.configurations]) and print each diagnostic once, labelled with the configurations "
         "it occurs in. Other arguments are mypy's.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("--configurations", help="comma-separated names to check (default: all declared)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
                         help="configurations checked at once (default: the number of cores)")

@@ -24,6 +24,7 @@ from mypy.errors import CompileError
 from spmd_mypy.coverage.figures import Figures
 from spmd_mypy.coverage.report import Coverage, measure
 from spmd_mypy.typed_run import check
+from spmd_mypy.versions import package_version
 
 _MESSAGE_WIDTH = 110
 
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spmd-coverage",
         description="How much of a code base has known SPMD types, and where typed values become unknown.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or directories to check")
     parser.add_argument("--config-file", type=Path, help="mypy's config file (default: the one mypy finds)")
     parser.add_argument("--cache-dir", type=Path, help="mypy's cache directory")

@@ -1,6 +1,6 @@
 """The ``spmd-migrate`` command line.
 
-    spmd-migrate [--diff | --check | --in-place | --output-dir DIR] [--overlay FILE ...]
+    spmd-migrate [--diff | --check | --in-place | --output-dir DIR] [--overlay FILE|NAME ...]
                  [--replicated-dst R|I] [--config-file FILE] [-j N] PATH ...
     spmd-migrate --infer [--diff | --check | --in-place | --output-dir DIR | --write-overlay FILE]
                  [--config-file FILE] [--cache-dir DIR] PATH ...
@@ -39,6 +39,7 @@ from spmd_mypy import config
 from spmd_mypy.migrate.batch import Job, Options, Progress, default_jobs, transformed
 from spmd_mypy.migrate.overlay import OverlayError, load_overlays
 from spmd_mypy.migrate.transformer import Report
+from spmd_mypy.versions import package_version
 
 if TYPE_CHECKING:
     from spmd_mypy.migrate.infer import Inference
@@ -89,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Rewrite Megatron/fairscale mapping helpers and torch.distributed collectives "
         "to typed spmd_stubs collectives.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("paths", nargs="+", type=Path, help="files or directories")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--diff", action="store_true", help="print a unified diff (the default)")
@@ -98,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="write nothing; print the diff and exit 1 if anything would change, 0 if nothing "
                       "would (for CI and pre-commit)")
     parser.add_argument("--overlay", type=Path, action="append", default=[],
-                        help="a TOML file of SPMD annotations to apply first (repeatable)")
+                        help="a TOML file of SPMD annotations to apply first, or a shipped overlay's name "
+                        "(fairscale, megatron-core) (repeatable)")
     parser.add_argument("--replicated-dst", choices=("R", "I"),
                         help="dst for raw all_reduce/all_gather results (otherwise a TODO)")
     parser.add_argument("--root", type=Path, action="append", default=[],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import tomllib
 from pathlib import Path
@@ -61,3 +62,13 @@ def test_an_import_that_fails_under_another_mypy_says_why(monkeypatch: pytest.Mo
 
 def test_the_package_knows_its_version() -> None:
     assert versions.package_version() == tomllib.loads(PYPROJECT.read_text())["project"]["version"]
+
+
+@pytest.mark.parametrize("command", ["spmd-migrate", "spmd-coverage", "spmd-check"])
+def test_every_command_prints_the_package_version(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    scripts = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]
+    module, _, function = scripts[command].partition(":")
+    with pytest.raises(SystemExit) as stopped:
+        getattr(importlib.import_module(module), function)(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out == f"{command} {versions.package_version()}\n"

@@ -3,7 +3,7 @@
 So ``# type: ignore[spmd-partial-mul]`` silences one rule and
 ``--disable-error-code spmd`` (or ``# type: ignore[spmd]``) all of them.
 The rule codes are the algebra's :class:`~spmd_stubs.core.Code`; the
-plugin adds five of its own.
+plugin adds six of its own.
 """
 
 from mypy.errorcodes import ErrorCode
@@ -31,4 +31,7 @@ AUTOGRAD = ErrorCode(
 UNTYPED_BOUNDARY = ErrorCode(
     "spmd-untyped-boundary", "A typed value flows into a place that forgets its SPMD type (strict)", "SPMD",
     sub_code_of=SPMD,
+)
+CONFIGURATION = ErrorCode(
+    "spmd-configuration", "A type is chosen by a flag that no configuration sets", "SPMD", sub_code_of=SPMD
 )

@@ -58,7 +58,7 @@ from spmd_mypy.collectives import (
     MEGATRON_MODULE,
     TYPED_OPS,
 )
-from spmd_mypy.configurations import pruning
+from spmd_mypy.configurations import pruning, unset_flags
 from spmd_mypy.global_mode import boundaries, refine, regions
 from spmd_mypy.gradients import FUNCTION
 from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, RETURN_TYPES
@@ -367,6 +367,10 @@ class SpmdPlugin(Plugin):
         return self._chained("get_class_attribute_hook", fullname, ours)
 
     def _attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Any] | None:
+        owner, _, name = fullname.rpartition(".")
+        if owner == unset_flags.FLAGS_CLASS:
+            check = unset_flags.flag_hook(name, self.config.configurations)
+            return guarded(check) if check is not None else None
         if fullname.startswith(RETURN_TYPES):
             return guarded(calls.named_field)
         if not fullname.startswith(ATTRIBUTE_PREFIX):

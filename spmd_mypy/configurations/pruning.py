@@ -17,6 +17,9 @@ semantic analysis:
   is the branch the flags choose, so mypy reads it as a type alias; where
   they do not decide an ``spmd.flags`` condition (no configurations
   declared), it is the union of both, which every configuration accepts.
+  The condition stays behind as a statement of its own, so that a flag no
+  configuration sets (a typo) is still read, and reported
+  (:mod:`spmd_mypy.configurations.unset_flags`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from mypy.nodes import (
     ConditionalExpr,
     Decorator,
     Expression,
+    ExpressionStmt,
     FuncDef,
     IfStmt,
     MemberExpr,
@@ -51,9 +55,8 @@ FLAGS_OBJECT = "flags"
 
 def prune(tree: MypyFile, flags: Flags) -> None:
     """Decide every condition in ``tree`` that ``flags`` decide (before its semantic analysis)."""
-    for statement in _declarations(tree.defs):
-        if isinstance(statement, AssignmentStmt) and isinstance(statement.rvalue, ConditionalExpr):
-            statement.rvalue = _declared_type(statement.rvalue, flags)
+    for block in _declaration_blocks(tree.defs):
+        _choose_declared_types(block, flags)
     for statement in _everywhere(tree.defs):
         if isinstance(statement, IfStmt):
             _prune_branches(statement, flags)
@@ -79,16 +82,24 @@ def _prune_branches(statement: IfStmt, flags: Flags) -> None:
             return
 
 
-def _declared_type(choice: ConditionalExpr, flags: Flags) -> Expression:
-    """The chosen branch; the union of both where the flags leave an ``spmd.flags`` test undecided."""
-    decided = truth(choice.cond, flags)
-    if decided is not None:
-        return choice.if_expr if decided else choice.else_expr
-    if not reads_flags_object(choice.cond):
-        return choice
-    union = OpExpr("|", choice.if_expr, choice.else_expr)
-    union.set_line(choice)
-    return union
+def _choose_declared_types(block: list[Statement], flags: Flags) -> None:
+    """Each ``X = A if <flag test> else B`` of a module- or class-level block: the chosen branch, or
+    the union of both followed by the test itself (``spmd.flags.<flag>``, read for its check)."""
+    for index in reversed(range(len(block))):
+        statement = block[index]
+        if not (isinstance(statement, AssignmentStmt) and isinstance(statement.rvalue, ConditionalExpr)):
+            continue
+        choice = statement.rvalue
+        decided = truth(choice.cond, flags)
+        if decided is not None:
+            statement.rvalue = choice.if_expr if decided else choice.else_expr
+        elif reads_flags_object(choice.cond):
+            union = OpExpr("|", choice.if_expr, choice.else_expr)
+            union.set_line(choice)
+            statement.rvalue = union
+            test = ExpressionStmt(choice.cond)
+            test.set_line(choice.cond)
+            block.insert(index + 1, test)
 
 
 def reads_flags_object(condition: Expression) -> bool:
@@ -103,18 +114,16 @@ def _literal(value: bool, where: Expression) -> NameExpr:
     return literal
 
 
-def _declarations(statements: list[Statement]) -> Iterator[Statement]:
-    """Statements at module and class level (and in their ``if`` blocks), where type aliases live."""
+def _declaration_blocks(statements: list[Statement]) -> Iterator[list[Statement]]:
+    """The statement lists at module and class level (and in their ``if`` blocks), where aliases live."""
+    yield statements
     for statement in statements:
         if isinstance(statement, ClassDef):
-            yield from _declarations(statement.defs.body)
+            yield from _declaration_blocks(statement.defs.body)
         elif isinstance(statement, IfStmt):
-            yield statement
             for block in (*statement.body, statement.else_body):
                 if block is not None:
-                    yield from _declarations(block.body)
-        else:
-            yield statement
+                    yield from _declaration_blocks(block.body)
 
 
 def _everywhere(statements: list[Statement]) -> Iterator[Statement]:

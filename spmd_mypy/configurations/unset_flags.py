@@ -1,0 +1,37 @@
+"""``spmd-configuration``: an ``spmd.flags`` read of a flag no configuration sets.
+
+``Activation = Tensor[S[0, tp]] if spmd.flags.sequence_paralel else ...``
+would otherwise silently be the union of both types in every
+configuration.  Reported only where configurations are declared: without
+them every flag is undecided by design.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mypy.plugin import AttributeContext
+from mypy.types import Type
+
+from spmd_mypy import errorcodes
+from spmd_mypy.configurations.declared import Configuration
+
+FLAGS_CLASS = "spmd_stubs.configuration.Flags"
+
+
+def flag_hook(flag: str, configurations: tuple[Configuration, ...]) -> Callable[[AttributeContext], Type] | None:
+    """The check of ``spmd.flags.<flag>``; None where a configuration sets the flag (or none is declared)."""
+    declared = sorted({name for configuration in configurations for name, _ in configuration.flags})
+    if not configurations or flag in declared:
+        return None
+
+    def check(ctx: AttributeContext) -> Type:
+        ctx.api.fail(
+            f"spmd.flags.{flag}: no configuration sets the flag {flag}, so every configuration takes the union "
+            f"of the types it chooses between. Fix: set {flag} in the configurations of [spmd_mypy] "
+            f"(docs/checker.md#configurations), or name a flag they set: {', '.join(declared)}.",
+            ctx.context, code=errorcodes.CONFIGURATION,
+        )
+        return ctx.default_attr_type
+
+    return check

@@ -16,13 +16,12 @@ from spmd_examples import GPT, MYPY_CONFIG, ROOT, MypyRun
 
 from spmd_mypy.configurations import declared
 
-RECOMMENDED = ROOT / "spmd_mypy" / "recommended.ini"
-
 sys.path.insert(0, str(GPT))
 import gloo_launch
 import train
 
 STEPS = 2
+RECOMMENDED = ROOT / "spmd_mypy" / "recommended.ini"
 
 
 def test_gpt_example_type_checks_clean(example_mypy_run: MypyRun) -> None:

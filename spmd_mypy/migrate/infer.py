@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Sequence
 from spmd_mypy.migrate.infer_evidence import Evidence, gather
 from spmd_mypy.migrate.infer_rules import RETURN, Proposal, Target, Todo, propose
 from spmd_mypy.migrate.infer_writer import TODO_PREFIX, as_overlay, write
-from spmd_mypy.migrate.overlay import ModuleOverlay, SpmdTuple, SpmdType
+from spmd_mypy.migrate.overlay import ModuleOverlay, SpmdChoice, SpmdTuple, SpmdType
 from spmd_mypy.typed_run import Diagnostic, TypedRun, check
 
 __all__ = ["Inference", "infer", "line_map", "overlay_toml"]
@@ -225,7 +225,10 @@ def _with_todos(texts: dict[Path, str], modules: dict[Path, str], todos: list[To
     return written(moved)
 
 
-def _toml_type(annotation: SpmdType | SpmdTuple) -> str:
+def _toml_type(annotation: SpmdType | SpmdTuple | SpmdChoice) -> str:
+    if isinstance(annotation, SpmdChoice):
+        branches = f"then = {_toml_type(annotation.then)}, else = {_toml_type(annotation.otherwise)}"
+        return f'{{ if = "{annotation.flag}", {branches} }}'
     if isinstance(annotation, SpmdTuple):
         items = ", ".join('"None"' if item is None else _toml_type(item) for item in annotation.items)
         return "{ tuple = [" + items + "] }"

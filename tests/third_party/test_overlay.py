@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from spmd_mypy.migrate.cli import main
+from spmd_mypy.migrate.infer import overlay_toml
 from spmd_mypy.migrate.overlay import SHIPPED, OverlayError, apply_overlay, load_overlays, shipped_overlays
 
 SOURCE = textwrap.dedent('''\
@@ -124,3 +125,48 @@ def test_cli_reports_a_stale_overlay(tmp_path: Path, capsys) -> None:
     spec.write_text('[modules."pkg.layers".functions]\n"Gone.forward" = { x = "R@tp" }\n')
     assert main(["--overlay", str(spec), str(package)]) == 2
     assert "Gone.forward" in capsys.readouterr().err
+
+
+CHOICE_SPEC = textwrap.dedent('''\
+    [modules."pkg.layers".functions]
+    "Column.forward" = { input_ = { if = "sequence_parallel", then = "S(0)@tp", else = "I@tp" } }
+
+    [modules."pkg.layers".attributes]
+    "Column.bias" = { if = "sequence_parallel", then = ["S(0)@tp", "None"], else = "I@tp" }
+    ''')
+
+
+def test_a_flag_chosen_type_becomes_one_alias_before_the_first_class(tmp_path: Path) -> None:
+    spec = tmp_path / "choice.toml"
+    spec.write_text(CHOICE_SPEC)
+    code = apply_overlay(SOURCE, "pkg.layers", load_overlays([spec])["pkg.layers"])
+    lines = code.splitlines()
+    alias = ("_spmd_sequence_parallel_S_0_tp_I_tp = Tensor[S[0, tp]] if spmd_stubs.flags.sequence_parallel "
+             "else Tensor[I[tp]]")
+    optional = ("_spmd_sequence_parallel_S_0_tp_None_I_tp = Tensor[S[0, tp]] | None if "
+                "spmd_stubs.flags.sequence_parallel else Tensor[I[tp]]")
+    assert lines.index(alias) < lines.index("class Column(torch.nn.Module):")
+    assert optional in lines and "import spmd_stubs" in lines
+    assert "    bias: _spmd_sequence_parallel_S_0_tp_None_I_tp" in lines
+    assert "def forward(self, input_: _spmd_sequence_parallel_S_0_tp_I_tp, flag=True)" in code
+    compile(code, "layers.py", "exec")
+
+
+@pytest.mark.parametrize("entry", [
+    '{ if = "sequence_parallel", then = "S(0)@tp" }',
+    '{ if = "not a name", then = "S(0)@tp", else = "I@tp" }',
+    '{ if = "sequence_parallel", then = "S(0)@tp", else = "Q@tp" }',
+])
+def test_a_malformed_choice_is_an_overlay_error(tmp_path: Path, entry: str) -> None:
+    spec = tmp_path / "bad.toml"
+    spec.write_text(f'[modules."pkg.layers".functions]\n"Column.forward" = {{ input_ = {entry} }}\n')
+    with pytest.raises(OverlayError, match="Column.forward"):
+        load_overlays([spec])
+
+
+def test_inferred_overlays_write_choices_back_as_they_are_read(tmp_path: Path) -> None:
+    spec = tmp_path / "choice.toml"
+    spec.write_text(CHOICE_SPEC)
+    overlays = load_overlays([spec])
+    (tmp_path / "again.toml").write_text(overlay_toml(overlays))
+    assert load_overlays([tmp_path / "again.toml"]) == overlays

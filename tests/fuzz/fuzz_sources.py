@@ -11,6 +11,8 @@ may report anything about them; it must never crash mypy.
 
 from __future__ import annotations
 
+import warnings
+
 from hypothesis import strategies as st
 
 # --------------------------------------------------------------------------
@@ -202,7 +204,11 @@ def modules(draw: st.DrawFn) -> str:
     parts += draw(st.lists(extras(), max_size=2))
     source = "\n\n\n".join(parts) + "\n"
     try:
-        compile(source, "<fuzz>", "exec")
+        # Random constructs such as `1[0]` compile with a SyntaxWarning ("perhaps you missed a comma?"):
+        # valid Python, and meant to be hostile; only this check of the generated text is silenced.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            compile(source, "<fuzz>", "exec")
     except SyntaxError:
         return HEADER  # rare; the header alone is still a valid module
     return source

@@ -17,6 +17,8 @@ from spmd_mypy import plugin, versions
 from spmd_mypy.main import SpmdPlugin
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+PROJECT_VERSION = "0.1.0"
+"""The version docs/checker.md's example message names."""
 
 
 @pytest.mark.parametrize("version", ["2.3.1", "2.0.0", "1.19.1", "2.5.0", "2.5.0+dev.0123abcd", "3.0.0"])
@@ -72,3 +74,10 @@ def test_every_command_prints_the_package_version(command: str, capsys: pytest.C
         getattr(importlib.import_module(module), function)(["--version"])
     assert stopped.value.code == 0
     assert capsys.readouterr().out == f"{command} {versions.package_version()}\n"
+
+
+def test_the_documented_refusal_is_the_plugins() -> None:
+    """docs/checker.md shows the error word for word (whatever the package's version)."""
+    documented = (PYPROJECT.parent / "docs" / "checker.md").read_text()
+    message = versions.unsupported_mypy("2.3.1").replace(versions.package_version(), PROJECT_VERSION)
+    assert message in documented

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import json
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -81,3 +83,12 @@ def test_the_documented_refusal_is_the_plugins() -> None:
     documented = (PYPROJECT.parent / "docs" / "checker.md").read_text()
     message = versions.unsupported_mypy("2.3.1").replace(versions.package_version(), PROJECT_VERSION)
     assert message in documented
+
+
+def test_the_pre_commit_hook_installs_the_codemods_requirements() -> None:
+    """pre-commit installs the repository without extras: the hook lists the [migrate] extra's requirements."""
+    hooks = (PYPROJECT.parent / ".pre-commit-hooks.yaml").read_text()
+    listed = re.search(r"^  additional_dependencies: (\[.*\])$", hooks, re.M)
+    assert listed is not None
+    migrate = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]["migrate"]
+    assert sorted(json.loads(listed[1])) == sorted(migrate)

@@ -7,12 +7,17 @@ adding and removing a file, undoing.  After each edit ``dmypy check``'s
 diagnostics must be exactly a fresh mypy run's.  The plugin's per-module
 state (the global regions of a module, the source text messages quote) must
 follow each edit: mypy's daemon keeps the identity of a module's tree across
-edits, so state keyed by identity alone goes stale.
+edits, so state keyed by identity alone goes stale.  The daemon runs one
+configuration (``sp``: sequence parallelism, the GPT's flag), as a user runs
+one daemon per configuration: its flags must decide each edited module's
+branches again.  A second pair of daemons, one per configuration, reports a
+sequence-parallel-only bug in ``sp`` only.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from spmd_mypy.configurations.declared import ENVIRONMENT
 from tests.plugin.conftest import MypyRuns
 from tests.plugin.harness import ROOT, case_files, run_mypy
 
@@ -65,6 +71,7 @@ MUTATIONS = {
 EXAMPLES = {"tp_gpt.py": "gpt/tp_gpt.py", "train.py": "gpt/train.py", "gloo_launch.py": "gpt/gloo_launch.py",
             "gpt_reference.py": "gpt/gpt_reference.py", "global_mlp.py": "global_mlp.py"}
 Edit = tuple[str, dict[str, str | None]]
+CONFIGURATIONS = "[spmd_mypy]\nconfigurations =\n    sp: sequence_parallel = true\n    no_sp: sequence_parallel = false\n"
 
 
 def _small_project_edits() -> list[Edit]:
@@ -131,9 +138,11 @@ def _diagnostics(output: str) -> list[str]:
     return sorted(line for line in output.splitlines() if ": error:" in line or ": note:" in line)
 
 
-def _dmypy(project: Path, *args: str) -> str:
-    command = [sys.executable, "-m", "mypy.dmypy", "--status-file", str(project / ".dmypy.json"), *args]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=project, timeout=300)
+def _dmypy(project: Path, *args: str, configuration: str = "sp") -> str:
+    status = project / f".dmypy-{configuration}.json"
+    command = [sys.executable, "-m", "mypy.dmypy", "--status-file", str(status), *args]
+    environment = {**os.environ, ENVIRONMENT: configuration}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=project, timeout=300, env=environment)
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     return done.stdout
 
@@ -142,14 +151,15 @@ def _dmypy(project: Path, *args: str) -> str:
 def project(tmp_path: Path, mypy_runs: MypyRuns) -> Path:
     mypy_runs.diagnostics(case_files()[0])  # the default group's run fills the torch cache
     shutil.copytree(mypy_runs.cache_root / "mypy_cache", tmp_path / "fresh_cache")
-    (tmp_path / "daemon.ini").write_text(f"[mypy]\nplugins = spmd_mypy\nmypy_path = {ROOT}\n")
+    (tmp_path / "daemon.ini").write_text(f"[mypy]\nplugins = spmd_mypy\nmypy_path = {ROOT}\n{CONFIGURATIONS}")
     (tmp_path / "edited.py").write_text(ROW)
     for name, example in EXAMPLES.items():
         shutil.copy(ROOT / "examples" / example, tmp_path / name)
     return tmp_path
 
 
-def test_every_recheck_equals_a_fresh_run(project: Path, mypy_runs: MypyRuns) -> None:
+def test_every_recheck_equals_a_fresh_run(project: Path, mypy_runs: MypyRuns, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENVIRONMENT, "sp")  # the fresh runs check the daemon's configuration
     files = lambda: sorted(p.name for p in project.glob("*.py"))  # noqa: E731 -- files change per edit
     with open(mypy_runs.cache_root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -176,3 +186,36 @@ def test_every_recheck_equals_a_fresh_run(project: Path, mypy_runs: MypyRuns) ->
         finally:
             _dmypy(project, "stop")
     assert divergent == [], "\n".join(divergent)
+
+
+SP_ONLY_BUG = """\
+import torch.nn.functional as F
+
+import spmd_stubs as spmd
+from spmd_stubs import I, S, Tensor
+from spmd_stubs.axes import tp
+
+Activation = Tensor[S[0, tp]] if spmd.flags.sequence_parallel else Tensor[I[tp]]
+
+
+def norm(x: Activation, weight: Tensor[I@tp]) -> Activation:
+    return F.layer_norm(x, x.shape[-1:], weight)
+"""
+
+
+def test_one_daemon_per_configuration(project: Path, mypy_runs: MypyRuns) -> None:
+    """Each daemon checks its own configuration: the norm-weight bug exists with sequence parallelism only."""
+    (project / "norm.py").write_text(SP_ONLY_BUG)
+    reports = {}
+    with open(mypy_runs.cache_root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for configuration in ("sp", "no_sp"):
+            try:
+                _dmypy(project, "start", "--", "--config-file", "daemon.ini", "--cache-dir",
+                       str(mypy_runs.cache_root / f"daemon_cache_{configuration}"), configuration=configuration)
+                reports[configuration] = _diagnostics(_dmypy(project, "check", "norm.py", configuration=configuration))
+            finally:
+                _dmypy(project, "stop", configuration=configuration)
+    assert [line.partition(" error: ")[0] for line in reports["sp"]] == ["norm.py:11:"], reports
+    assert "[spmd-invariant-mix]" in reports["sp"][0]
+    assert reports["no_sp"] == [], reports

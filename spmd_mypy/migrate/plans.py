@@ -112,16 +112,18 @@ class RawSite:
     replicated_dst: str | None
 
 
-_SUM_OPS = {"SUM": "sum", "AVG": "avg"}
+_REDUCE_OPS = {"SUM": "sum", "AVG": "avg", "MAX": "max", "MIN": "min"}
+_PENDING = {"max": "Pmax", "min": "Pmin"}
+"""The typed input of a max or min: a value that pends that reduction (docs/types.md)."""
 
 
 def _reduce_op(arg: cst.Arg | None) -> str | None:
-    """``ReduceOp.SUM`` -> "sum", ``ReduceOp.AVG`` -> "avg"; other ops and expressions -> None."""
+    """``ReduceOp.SUM`` -> "sum", ``.AVG`` -> "avg", ``.MAX``/``.MIN`` -> "max"/"min"; others -> None."""
     if arg is None:
         return "sum"
     value = arg.value
     name = value.attr.value if isinstance(value, cst.Attribute) else None
-    return _SUM_OPS.get(name or "")
+    return _REDUCE_OPS.get(name or "")
 
 
 def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite, axis_of: GroupAxis) -> Plan:
@@ -203,7 +205,12 @@ def _blocker(short: str, bound: dict[str, cst.Arg], target: cst.BaseExpression, 
     if not site.is_statement:
         return f"the result of {short} (a work handle) is used"
     if reduction is None:
-        return f"{short} reduces with {calls.source(bound['op'].value)}; the typed collectives sum (or average)"
+        return (f"{short} reduces with {calls.source(bound['op'].value)}; the typed collectives sum, average, "
+                f"or resolve a pending max or min")
+    if reduction in _PENDING:
+        return (f"{short} reduces with {calls.source(bound['op'].value)}: typed, its input pends a {reduction} "
+                f"(src={_PENDING[reduction]}) and its gradient goes to the ranks holding the {reduction}; "
+                f"keep the raw call where no gradient flows")
     for sizes in ("output_split_sizes", "input_split_sizes"):
         if sizes in bound and not calls.is_none(bound[sizes].value):
             return f"{short} has uneven {sizes}; the typed all_to_all splits evenly"
@@ -226,5 +233,6 @@ def _sketch(raw: RawCollective, x: cst.BaseExpression, target: cst.BaseExpressio
     extra = ', op="avg"' if reduction == "avg" else ""
     extra += f", group={calls.source(group.value)}" if group is not None else ""
     name = calls.source(target) if isinstance(target, cst.Name) else "y"
+    src = _PENDING.get(reduction or "", raw.src)
     return (f"{name} = spmd.{raw.op}({calls.source(x)}, {axis}, "
-            f"src={raw.src}, dst={dst}{extra})")
+            f"src={src}, dst={dst}{extra})")

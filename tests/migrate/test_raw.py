@@ -51,6 +51,14 @@ def test_average_is_kept() -> None:
     assert '    buf = spmd.all_reduce(buf, dp, src=P, dst=R, op="avg", group=dp_group)\n' in result.code
 
 
+@pytest.mark.parametrize(("op", "pending"), [("MAX", "Pmax"), ("MIN", "Pmin")])
+def test_a_max_or_min_names_its_pending_type(op: str, pending: str) -> None:
+    """A max or min is a typed collective too, on an input that pends it: the TODO names that form."""
+    result = migrate(f"buf = x * 2\ndist.all_reduce(buf, op=dist.ReduceOp.{op}, group=tp_group)\n", "R")
+    assert result.report.todos == 1
+    assert f"the typed form is `buf = spmd.all_reduce(buf, tp, src={pending}, dst=R|I, group=tp_group)`" in result.code
+
+
 @pytest.mark.parametrize(
     "line, reason",
     [

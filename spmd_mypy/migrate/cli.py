@@ -183,8 +183,8 @@ def _check_status(args: argparse.Namespace, changed: int) -> int:
     """0, or with ``--check`` 1 when a file would change (saying how to change it)."""
     if not args.check or changed == 0:
         return 0
-    command = "spmd-migrate --infer --in-place" if args.infer else "spmd-migrate --in-place"
-    print(f"spmd-migrate --check: {changed} files would change; {command} PATH... rewrites them", file=sys.stderr)
+    print(f"spmd-migrate --check: {changed} files would change; the same command with --in-place instead of "
+          f"--check rewrites them", file=sys.stderr)
     return 1
 
 

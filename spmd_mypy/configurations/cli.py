@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     if config_file:
         mypy_arguments = ["--config-file", config_file, *mypy_arguments]
     if not chosen:
-        return subprocess.run([sys.executable, "-m", "mypy", *mypy_arguments]).returncode
+        cache = ["--cache-dir", options.cache_dir] if options.cache_dir else []
+        return subprocess.run([sys.executable, "-m", "mypy", *mypy_arguments, *cache]).returncode
     return _check_each(chosen, mypy_arguments, _cache_root(options.cache_dir, config_file), options.jobs)
 
 
@@ -92,7 +93,9 @@ def _cache_root(cache_dir: str | None, config_file: str | None) -> Path:
 def _check_each(configurations: list[declared.Configuration], mypy_arguments: list[str], root: Path,
                 jobs: int) -> int:
     caches = {c.name: root / c.name for c in configurations}
-    sources = [*caches.values(), root.parent]  # the plain run's cache (root.parent) holds torch's analysis too
+    # any configuration's cache holds torch's analysis, and so does a plain run's (root.parent)
+    others = sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []
+    sources = [*caches.values(), *others, root.parent]
     outputs: dict[str, subprocess.CompletedProcess[str]] = {}
     pending = list(configurations)
     if not any(_holds_cache(source) for source in sources):

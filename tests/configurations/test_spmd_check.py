@@ -1,0 +1,125 @@
+"""``spmd-check`` on a real project: every configuration checked, caches per configuration, exit statuses.
+
+The project declares its configurations in pyproject.toml (``[tool.spmd_mypy.configurations]``);
+mypy runs for real, once per configuration.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.plugin.harness import ROOT, config_text
+
+PYPROJECT = f"""\
+[tool.mypy]
+plugins = ["spmd_mypy"]
+mypy_path = "{ROOT}"
+
+[[tool.mypy.overrides]]
+module = ["torch._inductor.*", "torch._dynamo.*", "torch.fx.*", "torch.onnx.*", "torch.export.*"]
+follow_imports = "skip"
+
+[tool.spmd_mypy.configurations]
+sp = {{ sequence_parallel = true }}
+no_sp = {{ sequence_parallel = false }}
+"""
+
+MODEL = """\
+import torch.nn.functional as F
+
+import spmd_stubs as spmd
+from spmd_stubs import I, R, S, Tensor
+from spmd_stubs.axes import tp
+
+Activation = Tensor[S[0, tp]] if spmd.flags.sequence_parallel else Tensor[I[tp]]
+
+
+class Norm:
+    weight: Tensor[I@tp]
+    sequence_parallel: bool
+
+    def forward(self, x: Activation) -> Activation:
+        return F.layer_norm(x, x.shape[-1:], self.weight)
+
+    def entered(self, x: Activation) -> Tensor[R@tp]:
+        if self.sequence_parallel:
+            return spmd.all_gather(x, tp, src=S(0), dst=R)
+        return spmd.convert(x, tp, src=I, dst=R)
+"""
+
+
+def spmd_check(project: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "spmd_mypy.configurations.cli", *arguments]
+    return subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("project")
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "model.py").write_text(MODEL)
+    return root
+
+
+@pytest.fixture(scope="module")
+def first_run(project: Path) -> subprocess.CompletedProcess[str]:
+    return spmd_check(project, "model.py")
+
+
+def test_a_bug_of_one_configuration_is_reported_once_labelled(first_run: subprocess.CompletedProcess[str]) -> None:
+    errors = [line for line in first_run.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1, first_run.stdout + first_run.stderr
+    assert errors[0].startswith("model.py:15: error: [sp] In `F.layer_norm(x, x.shape[-1:], self.weight)`")
+    assert errors[0].endswith("[spmd-invariant-mix]")
+    assert first_run.stdout.splitlines()[-1] == "Found 1 error in 2 configurations (sp, no_sp)"
+    assert first_run.returncode == 1
+
+
+def test_each_configuration_keeps_its_own_cache(project: Path, first_run: subprocess.CompletedProcess[str]) -> None:
+    caches = project / ".mypy_cache" / "configurations"
+    assert sorted(p.name for p in caches.iterdir()) == ["no_sp", "sp"]
+
+
+def test_a_missing_cache_starts_from_another_configurations_and_torch_stays_fresh(
+    project: Path, first_run: subprocess.CompletedProcess[str]
+) -> None:
+    shutil.rmtree(project / ".mypy_cache" / "configurations" / "no_sp")
+    run = spmd_check(project, "--configurations", "no_sp", "-v", "model.py")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Metadata fresh for torch._tensor" in run.stderr
+    assert "Metadata abandoned for torch" not in run.stderr
+    assert "Metadata abandoned for model" in run.stderr  # the copy was sp's: the user's module is checked again
+
+
+def test_one_configuration_alone(project: Path, first_run: subprocess.CompletedProcess[str]) -> None:
+    run = spmd_check(project, "--configurations", "no_sp", "model.py")
+    assert run.stdout == "Success: no issues found in 1 configurations (no_sp)\n" and run.returncode == 0
+
+
+def test_an_unknown_configuration_is_named_with_the_declared_ones(project: Path) -> None:
+    run = spmd_check(project, "--configurations", "sq", "model.py")
+    assert run.returncode == 2
+    assert run.stderr == "spmd-check: --configurations 'sq': no configuration sq; declared: sp, no_sp\n"
+
+
+def test_a_bad_declaration_is_one_message(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT.replace("sequence_parallel = true", "sequence_parallel = 1.5"))
+    run = spmd_check(tmp_path, "model.py")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "configuration 'sp': sequence_parallel = 1.5 must be a boolean, an integer or a name" in run.stderr
+
+
+def test_without_configurations_it_is_one_mypy_run(tmp_path: Path, project: Path) -> None:
+    (tmp_path / "model.py").write_text(MODEL)
+    (tmp_path / "mypy.ini").write_text(config_text())
+    run = spmd_check(tmp_path, "--cache-dir", str(project / ".mypy_cache"), "model.py")
+    # no configuration decides the flag: Activation is the union of both types, and both branches are checked
+    assert "all_gather is told src=S(0), but the input is I@tp" in run.stdout, run.stdout
+    assert "convert is told src=I, but the input is S(0)@tp" in run.stdout
+    assert run.stdout.splitlines()[-1] == "Found 3 errors in 1 file (checked 1 source file)" and run.returncode == 1
+    assert not (tmp_path / ".mypy_cache").exists()  # the cache given, as mypy's own

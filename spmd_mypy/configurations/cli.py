@@ -124,7 +124,8 @@ def _seed(cache: Path, sources: list[Path]) -> None:
 
 def _run(configuration: declared.Configuration, mypy_arguments: list[str],
          cache: Path) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, declared.ENVIRONMENT: configuration.name}
+    # one process per configuration: mypy's own workers would parse modules where flags cannot be decided
+    environment = {**os.environ, declared.ENVIRONMENT: configuration.name, "MYPY_NUM_WORKERS": "0"}
     command = [sys.executable, "-m", "mypy", *mypy_arguments, *_NO_SUMMARY, "--cache-dir", str(cache)]
     return subprocess.run(command, env=environment, capture_output=True, text=True)
 

@@ -123,3 +123,18 @@ def test_without_configurations_it_is_one_mypy_run(tmp_path: Path, project: Path
     assert "convert is told src=I, but the input is S(0)@tp" in run.stdout
     assert run.stdout.splitlines()[-1] == "Found 3 errors in 1 file (checked 1 source file)" and run.returncode == 1
     assert not (tmp_path / ".mypy_cache").exists()  # the cache given, as mypy's own
+
+
+def test_mypys_parallel_workers_are_refused_with_configurations_and_spmd_check_runs_without_them(
+    project: Path, first_run: subprocess.CompletedProcess[str]
+) -> None:
+    plain = subprocess.run([sys.executable, "-m", "mypy", "--num-workers", "2", "model.py"], cwd=project,
+                           capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 2 and "Traceback" not in plain.stdout + plain.stderr
+    assert "[spmd_mypy] configurations need mypy's num_workers = 0" in plain.stdout + plain.stderr
+    (project / "pyproject.toml").write_text(PYPROJECT.replace("[tool.mypy]\n", "[tool.mypy]\nnum_workers = 2\n"))
+    try:
+        run = spmd_check(project, "model.py")
+    finally:
+        (project / "pyproject.toml").write_text(PYPROJECT)
+    assert run.stdout.splitlines()[-1] == "Found 1 error in 2 configurations (sp, no_sp)", run.stdout + run.stderr

@@ -16,6 +16,7 @@ on and off, and more sets of flags for N > 2):
 * warm: the same commands again, median of ``--repeat``.
 
     python scripts/bench_configurations.py [--configurations 2] [--lines 10000] [--repeat 5]
+                                           [--workloads examples,generated]
 
 The ratios N-configurations / one are printed with the bounds the design
 aims at (warm at most N, cold well under N); nothing is asserted.
@@ -78,28 +79,36 @@ def measure(root: Path, targets: list[str], config: Path, repeat: int) -> dict[s
     }
 
 
+def copy_examples(root: Path) -> list[Path]:
+    """The examples checked, copied under ``root``; their files."""
+    examples = root / "examples"
+    examples.mkdir()
+    for name in EXAMPLES:
+        source = REPO / "examples" / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, examples / name)
+    return sorted(examples.rglob("*.py"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--configurations", type=int, default=2, help="N, at least 2")
     parser.add_argument("--lines", type=int, default=10000, help="size of the generated package")
     parser.add_argument("--repeat", type=int, default=5, help="warm runs, the median is printed")
+    parser.add_argument("--workloads", default="examples,generated", help="comma-separated: examples, generated")
     args = parser.parse_args(argv)
+    workloads = set(args.workloads.split(","))
     count = max(2, args.configurations)
     results = {}
     with tempfile.TemporaryDirectory(prefix="spmd_bench_configurations_") as tmp:
         root = Path(tmp)
         config = write_config(root, count)
-        examples = root / "examples"
-        examples.mkdir()
-        for name in EXAMPLES:
-            source = REPO / "examples" / name
-            copy = shutil.copytree if source.is_dir() else shutil.copy
-            copy(source, examples / name)
-        example_files = sorted(str(p.relative_to(root)) for p in examples.rglob("*.py"))
-        results[f"examples ({count_lines([root / f for f in example_files])} lines)"] = measure(
-            root, example_files, config, args.repeat)
-        lines = count_lines(generate(root, args.lines, typed=True))
-        results[f"generated ({lines} lines)"] = measure(root, ["-p", "benchpkg"], config, args.repeat)
+        if "examples" in workloads:
+            files = copy_examples(root)
+            results[f"examples ({count_lines(files)} lines)"] = measure(
+                root, [str(f.relative_to(root)) for f in files], config, args.repeat)
+        if "generated" in workloads:
+            lines = count_lines(generate(root, args.lines, typed=True))
+            results[f"generated ({lines} lines)"] = measure(root, ["-p", "benchpkg"], config, args.repeat)
     print(f"{count} configurations; seconds, cold = empty cache, warm = median of {args.repeat}; "
           f"{os.cpu_count()} cores")
     print(f"{'workload':<26} {'1 cold':>7} {'N cold':>7} {'ratio':>6} {'1 warm':>7} {'N warm':>7} {'ratio':>6}")

@@ -1,0 +1,26 @@
+"""The benchmark scripts stay runnable: each at a tiny size, its table printed (no timing is asserted)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.plugin.harness import ROOT
+
+
+def test_bench_configurations_prints_both_ratios() -> None:
+    command = [sys.executable, str(ROOT / "scripts" / "bench_configurations.py"), "--configurations", "3",
+               "--lines", "100", "--repeat", "1", "--workloads", "generated"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    number = r"\s+(\d+\.\d\d)"
+    row = re.search(rf"^generated \(\d+ lines\){number * 6}$", done.stdout, re.M)
+    assert row is not None, done.stdout
+    one_cold, all_cold, cold_ratio, one_warm, all_warm, warm_ratio = map(float, row.groups())
+    # the ratios are of the unrounded seconds: equal to the printed ones' within their rounding
+    assert cold_ratio == pytest.approx(all_cold / one_cold, rel=0.03)
+    assert warm_ratio == pytest.approx(all_warm / one_warm, rel=0.03)
+    assert done.stdout.startswith("3 configurations;")

@@ -84,3 +84,15 @@ def test_the_core_states_its_rules_by_example() -> None:
 def test_docstring_examples_run(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS, verbose=False)
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}"
+
+
+TOP_LEVEL = {"pyproject.toml", "spmd_mypy", "spmd_stubs", "tests", "docs", "examples", "scripts", "README.md",
+             "LICENSE", ".ci", ".gitignore", ".pre-commit-hooks.yaml"}
+"""What the repository holds at its top; everything else lives under one of these."""
+
+
+def test_the_top_level_stays_tidy() -> None:
+    run = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if run.returncode != 0:
+        pytest.skip("not a git checkout")
+    assert {path.split("/", 1)[0] for path in run.stdout.splitlines()} <= TOP_LEVEL

@@ -1,6 +1,7 @@
 """spmd-migrate's command line: modes, summary, idempotence, never touching what it was not asked to."""
 
 import io
+import re
 import subprocess
 import sys
 import textwrap
@@ -201,3 +202,16 @@ def test_progress_on_a_terminal_is_one_line_cleared_before_other_output() -> Non
     assert terminal.getvalue().endswith("\r\x1b[K")
     progress.clear()  # nothing shown, nothing cleared
     assert terminal.getvalue().count("\r\x1b[K") == 1
+
+
+def test_the_pre_commit_hook_runs_the_check(tree: Path, capsys) -> None:
+    """.pre-commit-hooks.yaml's spmd-migrate-check: its entry, given the staged files, fails until they are migrated."""
+    hooks = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
+    assert "- id: spmd-migrate-check\n" in hooks
+    entry = re.search(r"^\s+entry: (.*)$", hooks, re.M)[1].split()  # type: ignore[index]
+    assert entry[0] == "spmd-migrate"
+    staged = [str(tree / "pkg" / "layer.py"), str(tree / "pkg" / "__init__.py")]
+    assert main([*entry[1:], *staged]) == 1
+    assert main(["--in-place", *staged]) == 0
+    assert main([*entry[1:], *staged]) == 0
+    capsys.readouterr()

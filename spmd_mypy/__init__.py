@@ -13,7 +13,7 @@ checker and the plugin's hooks.
 
 from typing import Any
 
-from spmd_mypy.versions import explain_import_failure
+from spmd_mypy.versions import explain_import_failure, installed_mypy, mypy_supported, refusing_plugin
 
 __all__ = ["plugin"]
 
@@ -21,6 +21,9 @@ __all__ = ["plugin"]
 def __getattr__(name: str) -> Any:
     if name != "plugin":
         raise AttributeError(f"module 'spmd_mypy' has no attribute {name!r}")
+    version = installed_mypy()
+    if version is not None and not mypy_supported(version):
+        return refusing_plugin  # mypy's hasattr() and call get one error, not a failed import of the hooks
     try:
         from spmd_mypy.main import plugin
     except ImportError as error:  # mypy missing, or a release whose API lacks what the plugin imports

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 from importlib import metadata
+from typing import NoReturn
 
 __all__ = ["DISTRIBUTION", "MYPY_OLDEST", "MYPY_BELOW", "MYPY_RANGE", "package_version", "mypy_minor",
-           "mypy_supported", "unsupported_mypy", "require_mypy", "explain_import_failure"]
+           "mypy_supported", "unsupported_mypy", "require_mypy", "explain_import_failure", "installed_mypy",
+           "refusing_plugin"]
 
 DISTRIBUTION = "spmd-types-mypy"
 MYPY_OLDEST = (2, 4)
@@ -83,9 +85,28 @@ def explain_import_failure(error: ImportError) -> str | None:
     config file (``Error importing plugin "spmd_mypy": ...``); ``None``
     when the supported mypy is installed, so the original error stands.
     """
+    version = installed_mypy()
+    if version is None:
+        return (f"spmd_mypy needs mypy {MYPY_RANGE}, which is not installed. "
+                f"Fix: pip install '{DISTRIBUTION}[mypy]' ({error})")
+    return None if mypy_supported(version) else f"{unsupported_mypy(version)} ({error})"
+
+
+def installed_mypy() -> str | None:
+    """The version of the mypy that would load the plugin (``None``: mypy is not installed)."""
     try:
         from mypy.version import __version__
     except ImportError:
-        return (f"spmd_mypy needs mypy {MYPY_RANGE}, which is not installed. "
-                f"Fix: pip install '{DISTRIBUTION}[mypy]' ({error})")
-    return None if mypy_supported(__version__) else f"{unsupported_mypy(__version__)} ({error})"
+        return None
+    return __version__
+
+
+def refusing_plugin(version: str) -> NoReturn:
+    """``spmd_mypy.plugin`` under an unsupported mypy: an entry point that only reports.
+
+    The plugin's own modules, written against another mypy's API, are not
+    imported at all, so even a mypy whose API they cannot import gets the
+    one error of :func:`require_mypy` rather than a failed import.
+    """
+    require_mypy(version)
+    raise AssertionError(f"mypy {version} is supported: spmd_mypy.plugin is the real entry point")

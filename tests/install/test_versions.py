@@ -92,3 +92,14 @@ def test_the_pre_commit_hook_installs_the_codemods_requirements() -> None:
     assert listed is not None
     migrate = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]["migrate"]
     assert sorted(json.loads(listed[1])) == sorted(migrate)
+
+
+def test_under_another_mypy_the_plugins_modules_are_not_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mypy whose API the hooks cannot import still gets the one error: spmd_mypy.plugin only reports."""
+    import spmd_mypy
+
+    monkeypatch.setattr(mypy.version, "__version__", "3.0.0")
+    assert spmd_mypy.plugin is versions.refusing_plugin
+    with pytest.raises(CompileError) as caught:
+        spmd_mypy.plugin("3.0.0")
+    assert caught.value.messages == [versions.unsupported_mypy("3.0.0")]

@@ -198,7 +198,7 @@ class SpmdPlugin(Plugin):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self.config = _load_config(options)
-        if self.config.configurations and getattr(options, "num_workers", 0):
+        if self.config.configurations and options.num_workers:
             raise CompileError([f"{options.config_file}: error: [spmd_mypy] configurations need mypy's "
                                 "num_workers = 0: its parallel workers analyse modules the plugin cannot decide "
                                 "flags in first. spmd-check runs the configurations in parallel instead "

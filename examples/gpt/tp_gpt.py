@@ -208,11 +208,12 @@ class LayerNorm(nn.Module):
         ``convert(I, R)`` all-reduces that gradient in the backward (the
         reduction Megatron performs by hand for sequence-parallel norms).
         """
-        weight, bias = self.weight, self.bias
         if self.sequence_parallel:
-            weight = spmd.convert(weight, tp, src=I, dst=R)
-            bias = spmd.convert(bias, tp, src=I, dst=R)
-        return F.layer_norm(x, x.shape[-1:], weight, bias, EPS)
+            weight = spmd.convert(self.weight, tp, src=I, dst=R)
+            bias = spmd.convert(self.bias, tp, src=I, dst=R)
+            return F.layer_norm(x, x.shape[-1:], weight, bias, EPS)
+        else:
+            return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, EPS)
 
 
 def enter_tensor_parallel(x: Activation, sequence_parallel: bool) -> Tensor[R@tp]:
@@ -223,7 +224,8 @@ def enter_tensor_parallel(x: Activation, sequence_parallel: bool) -> Tensor[R@tp
     """
     if sequence_parallel:
         return spmd.all_gather(x, tp, src=S(0), dst=R)
-    return spmd.convert(x, tp, src=I, dst=R)
+    else:
+        return spmd.convert(x, tp, src=I, dst=R)
 
 
 def leave_tensor_parallel(x: Tensor[P@tp], sequence_parallel: bool) -> Activation:
@@ -234,7 +236,8 @@ def leave_tensor_parallel(x: Tensor[P@tp], sequence_parallel: bool) -> Activatio
     """
     if sequence_parallel:
         return spmd.reduce_scatter(x, tp, src=P, dst=S(0))
-    return spmd.all_reduce(x, tp, src=P, dst=I)
+    else:
+        return spmd.all_reduce(x, tp, src=P, dst=I)
 
 
 class Attention(nn.Module):

@@ -34,7 +34,7 @@ def elif_chain(x: Activation, tp_mode: str) -> Tensor[R@tp]:
 
 def undecided(x: Tensor[I@tp], y: Tensor[P@tp], recompute: bool) -> Tensor[I@tp]:
     if recompute:  # no configuration sets recompute: both branches checked, in both configurations
-        return x * y  # E: spmd-invariant-mix
+        return x + y  # E: spmd-invariant-mix
     return x
 
 

@@ -24,7 +24,22 @@ def canonical(x: Tensor[R[tp], V[dp]], w: Tensor[S[0, tp]]) -> Tensor[S[-1, tp],
     return x @ w.T
 
 
-FUNCTIONS = [column_parallel, canonical]
+Activation = Tensor[S[0, tp]] if spmd.flags.sequence_parallel else Tensor[R[tp]]
+"""A type chosen by a configuration's flag (docs/checker.md#configurations-every-parallel-setting-checked)."""
+
+
+def chosen_by_flag(x: Activation, w: Tensor[S[0, tp]]) -> Activation:
+    return x @ w.T
+
+
+FUNCTIONS = [column_parallel, canonical, chosen_by_flag]
+
+
+def test_flags_read_false_at_run_time_and_choose_a_plain_tensor() -> None:
+    assert spmd.flags.sequence_parallel is False and spmd.flags.any_name_at_all is False
+    assert Activation is torch.Tensor
+    with pytest.raises(AttributeError):
+        spmd.flags.__wrapped__  # dunders are not flags: copy and pickle probe them
 
 
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)

@@ -207,6 +207,7 @@ class SpmdPlugin(Plugin):
         if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
         self._mypys = DefaultPlugin(options)
+        self._flag_tests = pruning.FlagTests(self.config.configurations)
 
     def set_modules(self, modules: dict[str, MypyFile]) -> None:
         super().set_modules(modules)
@@ -238,6 +239,12 @@ class SpmdPlugin(Plugin):
         data: dict[str, Any] = {"fingerprint": FINGERPRINT}
         if not _installed(ctx.id, ctx.path):
             data.update(self.config.as_dict())
+            if self._flag_tests.found_in(ctx.path):
+                # A module whose conditions the flags decide must be parsed through the path that asks the
+                # plugin first (get_additional_deps): mypy re-parses a module whose imports changed without
+                # asking.  What is checked never equals what was written, so mypy parses it afresh every
+                # run; what is written is constant, so its interface hash, and its dependents, stay fresh.
+                data["flags_decided"] = "when checking" if ctx.is_check else "when parsed"
         return data
 
     def get_customize_class_mro_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:

@@ -24,6 +24,8 @@ semantic analysis:
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Iterator
 
 from mypy.nodes import (
@@ -47,10 +49,34 @@ from mypy.reachability import mark_block_unreachable
 from mypy.server.subexpr import get_subexpressions
 
 from spmd_mypy.configurations.conditions import Flags, truth
+from spmd_mypy.configurations.declared import Configuration
 from spmd_mypy.statements import statements_in
 
 FLAGS_OBJECT = "flags"
 """The name of ``spmd_stubs.flags``, whose attributes are the flags type aliases are chosen by."""
+
+
+class FlagTests:
+    """Which modules' source may test a flag (names a declared flag, or ``flags``), read once per file version.
+
+    mypy re-parses a module whose imports changed without calling the plugin
+    before its analysis; such modules must be parsed afresh instead
+    (``SpmdPlugin.report_config_data``).
+    """
+
+    def __init__(self, configurations: tuple[Configuration, ...]) -> None:
+        names = sorted({flag for configuration in configurations for flag, _ in configuration.flags})
+        self._pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, [FLAGS_OBJECT, *names])))
+        self._seen: dict[tuple[str, float], bool] = {}
+
+    def found_in(self, path: str) -> bool:
+        try:
+            key = (path, Path(path).stat().st_mtime)
+            if key not in self._seen:
+                self._seen[key] = self._pattern.search(Path(path).read_text(errors="replace")) is not None
+            return self._seen[key]
+        except OSError:
+            return False
 
 
 def prune(tree: MypyFile, flags: Flags) -> None:

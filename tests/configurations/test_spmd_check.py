@@ -6,6 +6,7 @@ mypy runs for real, once per configuration.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -138,3 +139,24 @@ def test_mypys_parallel_workers_are_refused_with_configurations_and_spmd_check_r
     finally:
         (project / "pyproject.toml").write_text(PYPROJECT)
     assert run.stdout.splitlines()[-1] == "Found 1 error in 2 configurations (sp, no_sp)", run.stdout + run.stderr
+
+
+def test_a_module_rechecked_because_its_import_changed_keeps_its_flags_decided(
+    tmp_path: Path, project: Path, first_run: subprocess.CompletedProcess[str]
+) -> None:
+    """mypy re-parses a module whose import changed without asking the plugin first: the flags must still
+    decide it (the alias, the branches), not leave ``Activation`` an invalid type."""
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    (tmp_path / "helper.py").write_text("def scale() -> float:\n    return 1.0\n")
+    (tmp_path / "model.py").write_text("import helper\n" + MODEL)
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    shutil.copytree(project / ".mypy_cache" / "configurations" / "no_sp", tmp_path / "cache")  # torch's entries
+
+    def no_sp() -> str:
+        done = subprocess.run([sys.executable, "-m", "mypy", *cache, "model.py"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300, env={**os.environ, "SPMD_MYPY_CONFIGURATION": "no_sp"})
+        return done.stdout
+
+    assert no_sp() == "Success: no issues found in 1 source file\n"
+    (tmp_path / "helper.py").write_text("def scale() -> int:\n    return 1\n")  # a new interface
+    assert no_sp() == "Success: no issues found in 1 source file\n"

@@ -32,6 +32,7 @@ This module imports nothing from mypy: ``spmd-migrate`` reads the same settings.
 from __future__ import annotations
 
 import configparser
+import difflib
 import os
 import re
 import tomllib
@@ -114,12 +115,24 @@ def overriding(**flags: bool) -> Iterator[None]:
 
 
 def load(config_file: str | None) -> Config:
-    """Read the settings from mypy's config file (defaults where absent); :class:`ConfigError` if one is bad."""
+    """Read the settings from mypy's config file (defaults where absent); :class:`ConfigError` if one is bad.
+
+    The error names the section as the file writes it: ``[tool.spmd_mypy]`` in pyproject.toml.
+    """
+    try:
+        return _load(config_file)
+    except ConfigError as error:
+        if config_file and config_file.endswith(".toml") and str(error).startswith(f"[{SECTION}]"):
+            raise ConfigError(f"[tool.{SECTION}]{str(error).removeprefix(f'[{SECTION}]')}") from None
+        raise
+
+
+def _load(config_file: str | None) -> Config:
     section = _section(config_file, SECTION)
     unknown = sorted(set(section) - {*_FLAGS, *_TABLES})
     if unknown:
-        raise ConfigError(f"[{SECTION}] has no setting {', '.join(map(repr, unknown))}: the settings are "
-                          f"{', '.join((*_FLAGS, *_TABLES))} (docs/checker.md#settings)")
+        raise ConfigError(f"[{SECTION}] has no setting {', '.join(_unknown(key, section[key]) for key in unknown)}: "
+                          f"the settings are {', '.join((*_FLAGS, *_TABLES))} (docs/checker.md#settings)")
     flags = {key: _flag(key, section[key]) for key in _FLAGS if key in section}
     try:
         configurations = declared.parse(section.get("configurations", {}))
@@ -128,6 +141,13 @@ def load(config_file: str | None) -> Config:
         raise ConfigError(f"[{SECTION}] {error}") from None
     return Config(**{**flags, **_OVERRIDES}, groups=parse_groups(section.get("groups", {})),
                   configurations=configurations, configuration=configuration)
+
+
+def _unknown(key: str, value: object) -> str:
+    """``'strikt' (set to true; did you mean 'strict'?)``."""
+    close = difflib.get_close_matches(key, (*_FLAGS, *_TABLES), n=1)
+    written = str(value).lower() if isinstance(value, bool) else repr(value)
+    return f"{key!r} (set to {written}{f'; did you mean {close[0]!r}?' if close else ''})"
 
 
 _CONFIG_NAMES = ("mypy.ini", ".mypy.ini", "pyproject.toml", "setup.cfg")

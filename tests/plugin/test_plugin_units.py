@@ -42,14 +42,16 @@ def test_config_rejects_non_booleans(tmp_path: Path) -> None:
         config.load(str(tmp_path / "mypy.ini"))
 
 
-@pytest.mark.parametrize(("name", "text"), [
-    ("mypy.ini", "[spmd_mypy]\nstrikt = true\n"),
-    ("pyproject.toml", "[tool.spmd_mypy]\nstrikt = true\n"),
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("mypy.ini", "[spmd_mypy]\nstrikt = true\n", "[spmd_mypy] has no setting 'strikt' (set to 'true'; "),
+    ("pyproject.toml", "[tool.spmd_mypy]\nstrikt = true\n", "[tool.spmd_mypy] has no setting 'strikt' (set to true; "),
 ])
-def test_config_rejects_unknown_settings(tmp_path: Path, name: str, text: str) -> None:
+def test_config_rejects_unknown_settings(tmp_path: Path, name: str, text: str, message: str) -> None:
+    """Named as the file writes the section, with the value and the nearest setting, then every setting."""
     (tmp_path / name).write_text(text)
-    with pytest.raises(config.ConfigError, match="no setting 'strikt': the settings are strict, "):
+    with pytest.raises(config.ConfigError) as raised:
         config.load(str(tmp_path / name))
+    assert str(raised.value).startswith(message + "did you mean 'strict'?): the settings are strict, "), raised.value
 
 
 def test_an_override_wins_over_the_file_for_its_block_only(tmp_path: Path) -> None:

@@ -145,3 +145,25 @@ def test_a_bad_plugin_setting_stops_mypy_with_a_clear_error(tmp_path: Path) -> N
     assert done.returncode == 2, output
     assert f"{config}: error: [spmd_mypy] groups: the axis of '*.tp_group' must be a mesh axis name" in output
     assert "INTERNAL ERROR" not in output and "Traceback" not in output
+
+
+PYPROJECT = '[tool.mypy]\nplugins = ["spmd_mypy"]\n\n[tool.spmd_mypy]\n'
+
+
+@pytest.mark.parametrize(("setting", "error"), [
+    ('strict = "maybe"', "[tool.spmd_mypy] strict must be true or false, got 'maybe'"),
+    ("strikt = true", "[tool.spmd_mypy] has no setting 'strikt' (set to true; did you mean 'strict'?): "
+                      "the settings are strict, allow_redefinition, show_fixes, groups, configurations "
+                      "(docs/checker.md#settings)"),
+])
+def test_a_bad_setting_in_pyproject_toml_is_one_error_naming_it(setting: str, error: str, tmp_path: Path) -> None:
+    """The ``[tool.spmd_mypy]`` form: the key, its value and what is allowed, in one error with exit status 2;
+    never mypy's INTERNAL ERROR or a traceback."""
+    (tmp_path / "t.py").write_text("x = 1\n")
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT + setting + "\n")
+    command = [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), "t.py"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert [line for line in output.splitlines() if "error:" in line] == [f"pyproject.toml: error: {error}"], output
+    assert "INTERNAL ERROR" not in output and "Traceback" not in output

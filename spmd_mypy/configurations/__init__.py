@@ -8,9 +8,10 @@ flags before mypy analyses the module (:mod:`.conditions`, :mod:`.pruning`),
 so each branch is checked only in the configurations that run it, and a
 type alias chosen by a flag (``Activation = Tensor[S[0, tp]] if
 spmd.flags.sequence_parallel else Tensor[I[tp]]``) is one type per
-configuration.  ``spmd-check`` (:mod:`.cli`) runs mypy once per
-configuration and prints each diagnostic once, labelled with the
-configurations it occurs in.
+configuration; a flag no configuration sets is reported where such an
+alias reads it (:mod:`.unset_flags`).  ``spmd-check`` (:mod:`.cli`) runs
+mypy once per configuration and prints each diagnostic once, labelled with
+the configurations it occurs in (:mod:`.merge`).
 
-This package's :mod:`.declared` and :mod:`.cli` import nothing from mypy.
+:mod:`.declared`, :mod:`.merge` and :mod:`.cli` import nothing from mypy.
 """

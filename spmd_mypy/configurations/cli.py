@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="spmd-check", description="Run mypy with the spmd_mypy plugin in every configuration "
+        prog="spmd-check", allow_abbrev=False,  # an abbreviation may be one of mypy's options
+        description="Run mypy with the spmd_mypy plugin in every configuration "
         "([tool.spmd_mypy.configurations]) and print each diagnostic once, labelled with the configurations "
         "it occurs in. Other arguments are mypy's.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")

@@ -226,7 +226,13 @@ class SpmdPlugin(Plugin):
         forget_source(file)
         if not _installed(file.fullname, file.path):
             active = self.config.configuration
-            pruning.prune(file, dict(active.flags) if active is not None else {})
+            try:
+                pruning.prune(file, dict(active.flags) if active is not None else {})
+            except Exception as error:  # noqa: BLE001 -- a plugin must never crash mypy
+                # no hook context here to report on: say it once, and the module is checked undecided
+                print(f"spmd_mypy: {file.path}: the configuration's flags could not be decided "
+                      f"({type(error).__name__}: {error}); every branch is checked. Please report it.",
+                      file=sys.stderr)
         return []
 
     def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:

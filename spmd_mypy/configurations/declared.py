@@ -48,13 +48,10 @@ class Configuration:
     name: str
     flags: tuple[tuple[str, FlagValue], ...]
 
-    def value(self, flag: str) -> FlagValue | None:
-        """The flag's value here; None where this configuration does not set it."""
-        return dict(self.flags).get(flag)
 
-    def describe(self) -> str:
-        """``sp (sequence_parallel=True)``."""
-        return f"{self.name} ({', '.join(f'{flag}={value!r}' for flag, value in self.flags)})"
+def flag_names(configurations: tuple[Configuration, ...]) -> list[str]:
+    """Every flag some configuration sets, sorted."""
+    return sorted({flag for configuration in configurations for flag, _ in configuration.flags})
 
 
 def parse(value: object) -> tuple[Configuration, ...]:
@@ -72,9 +69,9 @@ def parse(value: object) -> tuple[Configuration, ...]:
     return tuple(Configuration(name, tuple(flags.items())) for name, flags in entries)
 
 
-def selected(configurations: tuple[Configuration, ...], name: str | None = None) -> Configuration | None:
-    """The configuration a run checks: ``name`` (default: ``$SPMD_MYPY_CONFIGURATION``), else the first."""
-    name = os.environ.get(ENVIRONMENT) if name is None else name
+def selected(configurations: tuple[Configuration, ...]) -> Configuration | None:
+    """The configuration a run checks: the one ``$SPMD_MYPY_CONFIGURATION`` names, else the first."""
+    name = os.environ.get(ENVIRONMENT)
     if not name:
         return configurations[0] if configurations else None
     for configuration in configurations:

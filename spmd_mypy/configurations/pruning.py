@@ -49,7 +49,7 @@ from mypy.reachability import mark_block_unreachable
 from mypy.server.subexpr import get_subexpressions
 
 from spmd_mypy.configurations.conditions import Flags, truth
-from spmd_mypy.configurations.declared import Configuration
+from spmd_mypy.configurations.declared import Configuration, flag_names
 from spmd_mypy.statements import statements_in
 
 FLAGS_OBJECT = "flags"
@@ -65,8 +65,8 @@ class FlagTests:
     """
 
     def __init__(self, configurations: tuple[Configuration, ...]) -> None:
-        names = sorted({flag for configuration in configurations for flag, _ in configuration.flags})
-        self._pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, [FLAGS_OBJECT, *names])))
+        names = [FLAGS_OBJECT, *flag_names(configurations)]
+        self._pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, names)))
         self._seen: dict[tuple[str, float], bool] = {}
 
     def found_in(self, path: str) -> bool:

@@ -14,14 +14,14 @@ from mypy.plugin import AttributeContext
 from mypy.types import Type
 
 from spmd_mypy import errorcodes
-from spmd_mypy.configurations.declared import Configuration
+from spmd_mypy.configurations.declared import Configuration, flag_names
 
 FLAGS_CLASS = "spmd_stubs.configuration.Flags"
 
 
 def flag_hook(flag: str, configurations: tuple[Configuration, ...]) -> Callable[[AttributeContext], Type] | None:
     """The check of ``spmd.flags.<flag>``; None where a configuration sets the flag (or none is declared)."""
-    declared = sorted({name for configuration in configurations for name, _ in configuration.flags})
+    declared = flag_names(configurations)
     if not configurations or flag in declared:
         return None
 

@@ -38,6 +38,7 @@ from mypy.nodes import (
     ExpressionStmt,
     FuncDef,
     IfStmt,
+    IndexExpr,
     MemberExpr,
     MypyFile,
     NameExpr,
@@ -54,6 +55,8 @@ from spmd_mypy.statements import statements_in
 
 FLAGS_OBJECT = "flags"
 """The name of ``spmd_stubs.flags``, whose attributes are the flags type aliases are chosen by."""
+TENSOR_NAME = "Tensor"
+"""The name of ``spmd_stubs.Tensor``, which each branch of a flag-chosen alias subscripts."""
 
 
 class FlagTests:
@@ -119,7 +122,7 @@ def _choose_declared_types(block: list[Statement], flags: Flags) -> None:
         decided = truth(choice.cond, flags)
         if decided is not None:
             statement.rvalue = choice.if_expr if decided else choice.else_expr
-        elif reads_flags_object(choice.cond):
+        elif reads_flags_object(choice.cond) and all(map(_spells_tensor_type, (choice.if_expr, choice.else_expr))):
             union = OpExpr("|", choice.if_expr, choice.else_expr)
             union.set_line(choice)
             statement.rvalue = union
@@ -132,6 +135,19 @@ def reads_flags_object(condition: Expression) -> bool:
     """Whether ``condition`` reads an attribute of ``spmd.flags`` (``flags.sequence_parallel``)."""
     return any(isinstance(e, MemberExpr) and isinstance(e.expr, (NameExpr, MemberExpr))
                and e.expr.name == FLAGS_OBJECT for e in [condition, *get_subexpressions(condition)])
+
+
+def _spells_tensor_type(expr: Expression) -> bool:
+    """``Tensor[...]``, ``spmd.Tensor[...]``, optionally ``| None``: a branch of a flag-chosen alias, never a
+    value (``1 if cfg.flags.fast else None`` stays as written)."""
+    if isinstance(expr, OpExpr) and expr.op == "|":
+        return _spells_tensor_type(expr.left) and (_spells_tensor_type(expr.right) or _is_none(expr.right))
+    return (isinstance(expr, IndexExpr) and isinstance(expr.base, (NameExpr, MemberExpr))
+            and expr.base.name == TENSOR_NAME)
+
+
+def _is_none(expr: Expression) -> bool:
+    return isinstance(expr, NameExpr) and expr.name == "None"
 
 
 def _literal(value: bool, where: Expression) -> NameExpr:

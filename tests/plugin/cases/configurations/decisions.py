@@ -3,6 +3,8 @@
 A condition the flags do not decide (an unknown flag, a call) leaves both
 branches checked, as without configurations.
 """
+from typing import Any
+
 import torch.nn.functional as F
 
 import spmd_stubs as spmd
@@ -11,6 +13,14 @@ from spmd_stubs.axes import tp
 
 Activation = Tensor[S[0, tp]] if spmd.flags.sequence_parallel else Tensor[I[tp]]
 NotSp = Tensor[I[tp]] if not spmd.flags.sequence_parallel else Tensor[S[0, tp]]
+
+class Options:
+    flags: Any
+
+
+# A value chosen by some object's flags is left as written: only types (Tensor[...]) become a union.
+kernel = "fused" if Options().flags.fast else None
+reveal_type(kernel)  # N: str | None
 
 
 def same_alias(x: Activation) -> NotSp:

@@ -60,7 +60,8 @@ TENSOR_NAME = "Tensor"
 
 
 class FlagTests:
-    """Which modules' source may test a flag (names a declared flag, or ``flags``), read once per file version.
+    """Which modules' source may test a flag (names a declared flag, or reads ``flags.``), read once per file
+    version.
 
     mypy re-parses a module whose imports changed without calling the plugin
     before its analysis; such modules must be parsed afresh instead
@@ -68,8 +69,8 @@ class FlagTests:
     """
 
     def __init__(self, configurations: tuple[Configuration, ...]) -> None:
-        names = [FLAGS_OBJECT, *flag_names(configurations)]
-        self._pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, names)))
+        reads = [rf"{FLAGS_OBJECT}\s*\.", *(rf"{re.escape(name)}\b" for name in flag_names(configurations))]
+        self._pattern = re.compile(r"\b(?:%s)" % "|".join(reads))
         self._seen: dict[tuple[str, float], bool] = {}
 
     def found_in(self, path: str) -> bool:

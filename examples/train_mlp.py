@@ -29,6 +29,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
+from torch.multiprocessing.spawn import start_processes
 
 import spmd_stubs as spmd
 from spmd_stubs import I, P, R, S, Tensor, V
@@ -193,12 +194,12 @@ def _spawn(steps: int, sequence_parallel: bool) -> bool:
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     results: "mp.Queue[bool]" = ctx.Queue()
-    mp.start_processes(_worker, args=(port, steps, sequence_parallel, results), nprocs=4, start_method="spawn")
+    start_processes(_worker, args=(port, steps, sequence_parallel, results), nprocs=4, start_method="spawn")
     return all(results.get() for _ in range(4))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sp", action="store_true", help="sequence parallel (S(0)@tp activations)")
     parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args(argv)

@@ -33,6 +33,9 @@ from spmd_stubs.core.axis_types import DuplicateAxisError, tensor_type_from
 SPMD_TENSOR = "spmd_stubs.types.Tensor"
 MESH_AXIS = "spmd_stubs.types.MeshAxis"
 SHARD = "spmd_stubs.types.S"
+SHARDS = frozenset({SHARD, "spmd_stubs.types.Sharded"})
+"""``S[0, tp]`` and ``Sharded[Literal[0], tp]``: one meaning, two spellings."""
+_LITERALS = frozenset({"typing.Literal", "typing_extensions.Literal"})
 KINDS: dict[str, AxisType] = {
     "spmd_stubs.types.R": Replicate,
     "spmd_stubs.types.I": Invariant,
@@ -73,7 +76,7 @@ Lookup = Callable[[str], Union[SymbolNode, None]]
 def axis_type_of(node: SymbolNode | None, written: str, dim: DimText | None) -> AxisType:
     """The SPMD type named by ``node`` (``R``..``P``, or ``S`` with ``dim``)."""
     fullname = getattr(node, "fullname", None)
-    if fullname == SHARD:
+    if fullname in SHARDS:
         return _shard(dim, written)
     if fullname in KINDS and dim is None:
         return KINDS[fullname]
@@ -84,10 +87,13 @@ def axis_type_of(node: SymbolNode | None, written: str, dim: DimText | None) -> 
 
 
 def _shard(dim: DimText | None, written: str) -> AxisType:
+    kind = "Sharded" if written.rpartition(".")[2] == "Sharded" else "S"
+    example = ("Sharded[Literal[0], tp] or Sharded[Literal[-1], tp]" if kind == "Sharded"
+               else "S(0)@tp or S(-1)@tp (canonical S[0, tp])")
     if dim is None or isinstance(dim, Missing):
-        raise AnnotationError(f"{written!r}: S needs the sharded tensor dim, e.g. S(0)@tp (canonical S[0, tp])")
+        raise AnnotationError(f"{written!r}: {kind} needs the sharded tensor dim, e.g. {example}")
     if isinstance(dim, str):
-        raise AnnotationError(f"S takes an int tensor dim, got {dim!r}: write e.g. S(0)@tp or S(-1)@tp")
+        raise AnnotationError(f"{kind} takes an int tensor dim, got {dim!r}: write e.g. {example}")
     return Shard(dim)
 
 
@@ -257,7 +263,7 @@ def _at_form(text: str) -> _AtForm:
 
 def _missing_dim(kind: SymbolNode | None, dim: DimText | None) -> DimText | None:
     """``S@tp`` (no call) is S without a dim; ``R@tp`` has none to give."""
-    if dim is None and getattr(kind, "fullname", None) == SHARD:
+    if dim is None and getattr(kind, "fullname", None) in SHARDS:
         return Missing()
     return dim
 
@@ -279,9 +285,9 @@ def parse_canonical(entry: UnboundType, lookup: Lookup) -> list[tuple[str, AxisT
     kind = lookup(entry.name)
     args = list(entry.args)
     dim: DimText | None = None
-    shard = getattr(kind, "fullname", None) == SHARD
+    shard = getattr(kind, "fullname", None) in SHARDS
     if shard:
-        dim = _canonical_dim(args[0]) if len(args) >= 2 else Missing()
+        dim = _canonical_dim(args[0], lookup) if len(args) >= 2 else Missing()
         args = args[1:]
     if not args or (len(args) > 1 and not shard) or any(not isinstance(a, UnboundType) or a.args for a in args):
         axis_type_of(kind, entry.name, dim)  # an unknown letter is the better message
@@ -294,7 +300,10 @@ def parse_canonical(entry: UnboundType, lookup: Lookup) -> list[tuple[str, AxisT
     return shard_group(axis_type, axes, entry.name)
 
 
-def _canonical_dim(arg: Type) -> DimText:
+def _canonical_dim(arg: Type, lookup: Lookup) -> DimText:
+    """``0`` (``S[0, tp]``) or ``Literal[0]`` (``Sharded[Literal[0], tp]``) -> 0."""
+    if isinstance(arg, UnboundType) and len(arg.args) == 1 and getattr(lookup(arg.name), "fullname", None) in _LITERALS:
+        arg = arg.args[0]
     if isinstance(arg, RawExpressionType) and type(arg.literal_value) is int:
         return arg.literal_value
     if isinstance(arg, UnboundType):

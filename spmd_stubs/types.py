@@ -5,18 +5,21 @@ Everything here is erasable.  At runtime ``Tensor[...]`` *is*
 ``torch.compile`` see ordinary tensors; the SPMD meaning exists only for the
 type checker (``spmd_mypy``).
 
-Two spellings mean the same type::
+Three spellings mean the same type::
 
-    Tensor[R@tp, V@dp, S(0)@cp]          # the headline form
-    Tensor[R[tp], V[dp], S[0, cp]]       # canonical: aliases, cast(), pyright
+    Tensor[R@tp, V@dp, S(0)@cp]                  # the headline form
+    Tensor[R[tp], V[dp], S[0, cp]]               # canonical: aliases, cast()
+    Tensor[R[tp], V[dp], Sharded[Literal[0], cp]]  # portable: every type checker
 
 The canonical form is the one to use where the ``@`` form cannot be read back
-from source: type aliases, ``typing.cast`` and quoted annotations.
+from source: type aliases, ``typing.cast`` and quoted annotations.  The
+portable one is for code bases that also run pyright, basedpyright, pyrefly
+or ty, which read ``Tensor[...]`` as ``torch.Tensor`` (docs/checker.md).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, Union, get_args
 
 from typing_extensions import TypeVarTuple, Unpack
 
@@ -33,6 +36,7 @@ __all__ = [
     "Pmax",
     "Pmin",
     "S",
+    "Sharded",
     "Tensor",
     "tensor_type_of",
     "AxisAnnotation",
@@ -41,7 +45,9 @@ __all__ = [
 ]
 
 _Axis = TypeVar("_Axis")
+_Dim = TypeVar("_Dim")
 _AxisTypes = TypeVarTuple("_AxisTypes")
+_Axes = TypeVarTuple("_Axes")
 
 
 class MeshAxis:
@@ -200,6 +206,20 @@ class S:
         return f"S({self.dim})"
 
 
+class Sharded(Generic[_Dim, Unpack[_Axes]]):
+    """``Sharded[Literal[0], tp]``: ``S[0, tp]`` in a spelling every type checker reads.
+
+    An int is no type expression, so pyright, basedpyright and pyrefly read
+    ``S[0, tp]`` as a bare ``S`` and ty rejects it; ``Literal[0]`` is one.
+    ``Sharded[Literal[0], dp, tp]`` is ``S(0)@(dp, tp)``.  Annotations only:
+    collectives take ``S(0)``.
+    """
+
+    def __class_getitem__(cls, params: Any) -> Any:
+        dim, *axes = params
+        return S.__class_getitem__((*get_args(dim), *axes))
+
+
 SpmdTypeLike = Union[_LocalTypeMeta, S]
 """What ``src=``/``dst=`` accept: one of the classes R, I, V, P, Pavg, Pmax, Pmin or an ``S(i)``."""
 
@@ -231,9 +251,14 @@ def to_axis_type(value: Any) -> core.AxisType:
 
 if TYPE_CHECKING:
     import torch
+    from typing_extensions import TypeAliasType
 
-    class Tensor(torch.Tensor, Generic[Unpack[_AxisTypes]]):
-        """A ``torch.Tensor`` with an SPMD type per mesh axis."""
+    # A type checker without the plugin (plain mypy, pyright, basedpyright,
+    # pyrefly, ty) reads ``Tensor[...]`` as ``torch.Tensor`` itself, not a
+    # subclass: a plain tensor, a parameter, an op's or a collective's result
+    # then flows into a typed annotation as it does at runtime.  The plugin
+    # gives the alias its SPMD meaning by its full name (spmd_mypy.annotations).
+    Tensor = TypeAliasType("Tensor", torch.Tensor, type_params=(_AxisTypes,))
 
 else:
 

@@ -8,6 +8,7 @@ with the failing ranks' tracebacks.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import socket
 import traceback
@@ -16,7 +17,6 @@ from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 
 def under_torchrun() -> bool:
@@ -52,7 +52,9 @@ def _rank_main(rank: int, world_size: int, port: int, fn: Callable[..., Any], ar
 
 def spawn(fn: Callable[..., Any], *args: Any, world_size: int = 4, timeout: float = 240.0) -> list[Any]:
     """Run ``fn(*args)`` on ``world_size`` fresh gloo ranks; their results in rank order."""
-    ctx = mp.get_context("spawn")
+    # torch.multiprocessing re-exports this very function; the stdlib's is
+    # typed per start method (a SpawnContext has .Process) for every checker.
+    ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     port = _free_port()
     procs = [ctx.Process(target=_rank_main, args=(r, world_size, port, fn, args, results)) for r in range(world_size)]

@@ -2,6 +2,7 @@
 
 import inspect
 import typing
+from typing import Literal
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ from spmd_world import SimWorld
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import spmd_stubs as spmd
-from spmd_stubs import R, S, Tensor, V
+from spmd_stubs import R, S, Sharded, Tensor, V
 from spmd_stubs.axes import dp, tp
 
 # No ``from __future__ import annotations``: the annotations are evaluated when
@@ -24,6 +25,10 @@ def canonical(x: Tensor[R[tp], V[dp]], w: Tensor[S[0, tp]]) -> Tensor[S[-1, tp],
     return x @ w.T
 
 
+def portable(x: Tensor[R[tp], V[dp]], w: Tensor[Sharded[Literal[0], tp]]) -> Tensor[Sharded[Literal[-1], dp, tp]]:
+    return x @ w.T
+
+
 Activation = Tensor[S[0, tp]] if spmd.flags.sequence_parallel else Tensor[R[tp]]
 """A type chosen by a configuration's flag (docs/checker.md#configurations-every-parallel-setting-checked)."""
 
@@ -32,7 +37,12 @@ def chosen_by_flag(x: Activation, w: Tensor[S[0, tp]]) -> Activation:
     return x @ w.T
 
 
-FUNCTIONS = [column_parallel, canonical, chosen_by_flag]
+FUNCTIONS = [column_parallel, canonical, portable, chosen_by_flag]
+
+
+def test_the_spellings_of_a_shard_are_one_entry() -> None:
+    assert Sharded[Literal[0], tp] == S[0, tp] == S(0) @ tp
+    assert Sharded[Literal[-1], dp, tp] == S[-1, dp, tp] == S(-1) @ (dp, tp)
 
 
 def test_flags_read_false_at_run_time_and_choose_a_plain_tensor() -> None:

@@ -24,3 +24,14 @@ def test_bench_configurations_prints_both_ratios() -> None:
     assert cold_ratio == pytest.approx(all_cold / one_cold, rel=0.03)
     assert warm_ratio == pytest.approx(all_warm / one_warm, rel=0.03)
     assert done.stdout.startswith("3 configurations;")
+
+
+def test_bench_features_prints_each_feature_against_a_plain_run() -> None:
+    command = [sys.executable, str(ROOT / "scripts" / "bench_features.py"), "--lines", "100", "--repeat", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = re.findall(r"^(\S.*?)\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+(\d+\.\d\d)$", done.stdout, re.M)
+    assert [row[0] for row in rows] == ["mypy + plugin", "autograd Functions, mypy + plugin",
+                                        "spmd-coverage (strict check + report)", "spmd-check, 2 configurations"]
+    for _, feature, plain, ratio in rows:
+        assert float(ratio) == pytest.approx(float(feature) / float(plain), abs=0.02)

@@ -16,6 +16,13 @@ base before it adopted types). Both check clean. Measured side by side:
   module's function body (median of 3 edits).
 
     python scripts/bench_checker.py [--sizes 1000 10000 50000] [--repeat 3]
+    python scripts/bench_checker.py --new-code-only [--sizes 10000 50000] [--repeat 5]
+
+``--new-code-only`` measures the new-code column alone: both packages are
+generated and their dependency caches filled once, then the typed and the
+erased check alternate, each run with a fresh copy of its cache, so both
+sides see the same load; it prints the median wall and CPU (user + system)
+seconds of each side and their ratios.
 
 Ratios are printed; nothing is asserted (timings are not tests).
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -213,10 +221,7 @@ def measure_new_code(root: Path, config: Path, lines: int, plugin: bool, what: s
     fills a cache; each run checks the full package with a fresh copy of
     it.  Leaves the full package in place.
     """
-    deps = root / ".mypy_cache_deps"
-    shutil.rmtree(deps, ignore_errors=True)
-    generate(root, 1, typed=plugin)
-    _checked(timed(mypy_cmd(config, deps), root)[1], what)
+    deps = fill_deps_cache(root, config, plugin, what)
     generate(root, lines, typed=plugin)
     runs = []
     for _ in range(repeat):
@@ -227,6 +232,58 @@ def measure_new_code(root: Path, config: Path, lines: int, plugin: bool, what: s
         _checked(proc, what)
         runs.append(seconds)
     return statistics.median(runs)
+
+
+def fill_deps_cache(root: Path, config: Path, plugin: bool, what: str) -> Path:
+    """A cache holding everything the package imports (torch, ``spmd_stubs``): a one-module package checked."""
+    deps = root / ".mypy_cache_deps"
+    shutil.rmtree(deps, ignore_errors=True)
+    generate(root, 1, typed=plugin)
+    _checked(timed(mypy_cmd(config, deps), root)[1], what)
+    return deps
+
+
+def timed_cpu(cmd: list[str], root: Path) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """Wall and CPU (user + system) seconds of one child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, proc = timed(cmd, root)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc
+
+
+def new_code_only(size: int, repeat: int) -> None:
+    """The new-code column alone, the typed and the erased check alternating (see the module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="spmd_bench_") as tmp:
+        sides = {}
+        for plugin in (True, False):
+            root = Path(tmp) / ("typed" if plugin else "erased")
+            root.mkdir()
+            config = write_config(root, plugin)
+            what = "typed code with the plugin" if plugin else "erased code, plain mypy"
+            deps = fill_deps_cache(root, config, plugin, what)
+            lines = count_lines(generate(root, size, typed=plugin))
+            sides[plugin] = (root, config, deps, what, lines)
+        runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+        for n in range(repeat):
+            for plugin in ((True, False) if n % 2 == 0 else (False, True)):
+                root, config, deps, what, _ = sides[plugin]
+                cache = root / ".mypy_cache_new"
+                shutil.rmtree(cache, ignore_errors=True)
+                shutil.copytree(deps, cache)
+                wall, cpu, proc = timed_cpu(mypy_cmd(config, cache), root)
+                _checked(proc, what)
+                runs[plugin].append((wall, cpu))
+        medians = {}
+        for plugin in (True, False):
+            wall = statistics.median(w for w, _ in runs[plugin])
+            cpu = statistics.median(c for _, c in runs[plugin])
+            medians[plugin] = (wall, cpu)
+            mode = "typed + plugin" if plugin else "erased, plain mypy"
+            each = " ".join(f"{w:.2f}" for w, _ in runs[plugin])
+            print(f"{sides[plugin][4]:>7} {mode:<22} {wall:8.2f} {cpu:8.2f}   runs: {each}")
+        (wall_a, cpu_a), (wall_b, cpu_b) = medians[True], medians[False]
+        print(f"{'':>7} {'ratio plugin/plain':<22} {wall_a / wall_b:8.2f} {cpu_a / cpu_b:8.2f}", flush=True)
 
 
 def measure_dmypy(root: Path, config: Path, repeat: int, what: str) -> tuple[float, float]:
@@ -254,7 +311,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--new-code-only", action="store_true", help="only the new-code column, sides alternating")
     args = parser.parse_args(argv)
+    if args.new_code_only:
+        print(f"{'lines':>7} {'mode':<22} {'new code s':>8} {'CPU s':>8}", flush=True)
+        for size in args.sizes:
+            new_code_only(size, args.repeat)
+        return 0
     print(f"{'lines':>7} {'mode':<22} {'cold s':>8} {'warm s':>8} {'new code s':>11} {'dmypy 1st':>10} {'recheck s':>10}")
     for size in args.sizes:
         results = {}

@@ -147,13 +147,20 @@ def tensors_in(group: list[Actual], api: CheckerPluginInterface) -> Iterator[Act
             yield actual
 
 
-def type_of(api: CheckerPluginInterface, expr: Expression) -> Type:
-    """The type mypy already inferred for ``expr`` (re-inferred silently if absent)."""
+def type_of(api: CheckerPluginInterface, expr: Expression, context: Type | None = None) -> Type:
+    """The type mypy already inferred for ``expr`` (inferred silently in ``context`` if absent).
+
+    A signature hook sees its call's arguments before mypy infers them; given
+    the formal parameter's type as ``context``, this inference is the one mypy
+    makes next for a call, list, tuple, dict or operator expression (its
+    expression cache is keyed by the expression and the context), so mypy
+    reuses it (with its errors) instead of inferring the argument again.
+    """
     known = api.lookup_type_or_none(expr)  # type: ignore[attr-defined]
     if known is not None:
         return known  # type: ignore[no-any-return]
     with api.msg.filter_errors():
-        return api.get_expression_type(expr)
+        return api.get_expression_type(expr, context)
 
 
 def _referenced(expr: Expr) -> set[int]:

@@ -63,7 +63,7 @@ from spmd_mypy.global_mode import boundaries, refine, regions
 from spmd_mypy.gradients import FUNCTION
 from spmd_mypy.ops import ATTRIBUTE_PREFIX, FUNCTION_MODULES, METHOD_PREFIX, RETURN_TYPES
 from spmd_mypy.raw_collectives import UNTYPED, UNTYPED_MODULES
-from spmd_mypy.representation import TENSOR, add_hidden_parameter
+from spmd_mypy.representation import TENSOR, add_hidden_parameter, use_modules
 from spmd_stubs import core
 from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES
 
@@ -212,6 +212,7 @@ class SpmdPlugin(Plugin):
     def set_modules(self, modules: dict[str, MypyFile]) -> None:
         super().set_modules(modules)
         self._mypys.set_modules(modules)
+        use_modules(modules)
 
     def _chained(self, lookup: str, fullname: str, ours: Hook | None) -> Hook | None:
         theirs = getattr(self._mypys, lookup)(fullname)

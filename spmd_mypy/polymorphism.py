@@ -48,7 +48,7 @@ def instantiate(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
     extras: dict[str, list[AxisType]] = {}
     arg_types = []
     for (formal, declared), exprs in zip(formals, ctx.args):
-        actuals = spmd_members(type_of(ctx.api, exprs[0])) if declared is not None and exprs else []
+        actuals = spmd_members(type_of(ctx.api, exprs[0], formal)) if declared is not None and exprs else []
         if declared is None or not any(_extra_axes(declared, actual) for actual in actuals):
             arg_types.append(formal)
             continue

@@ -39,7 +39,7 @@ import functools
 import hashlib
 from typing import Callable, Iterable
 
-from mypy.nodes import ARG_NAMED_OPT, ARG_STAR2, TypeInfo
+from mypy.nodes import ARG_NAMED_OPT, ARG_STAR2, MypyFile, TypeInfo
 from mypy.plugin import CheckerPluginInterface, ClassDefContext
 from mypy.typeops import make_simplified_union
 from mypy.types import (
@@ -70,27 +70,69 @@ _UNKNOWN = AnyType(TypeOfAny.special_form)
 
 
 def add_hidden_parameter(ctx: ClassDefContext) -> None:
-    """Class hook for ``torch._tensor.Tensor``: one type parameter, default Any.
+    """Class hook for ``torch._tensor.Tensor``: one type parameter, default Any, bound ``object``.
 
     The default is a real one (not an omitted generic), so a bare ``Tensor``
     annotation is complete: ``--strict`` (``disallow_any_generics``) accepts
-    it as it does without the plugin.  Its upper bound,
-    ``def (**axes: Any) -> object``, is the bound of a type that mentions no
-    axis; every SPMD type's bound extends it (:func:`with_spmd`).
+    it as it does without the plugin.  The bound is ``object`` because mypy
+    checks every written ``Tensor[...]``'s argument against the bound, and
+    skips that subtype check for ``object`` (``semanal_typeargs.validate_args``);
+    the values' own bounds (:func:`with_spmd`) are what compatibility compares.
     """
     info = ctx.cls.info
     if info.type_vars:
         return
-    no_axis = CallableType(
-        [_UNKNOWN],
-        [ARG_STAR2],
-        [_OTHER_AXES],
-        ctx.api.named_type("builtins.object"),
-        ctx.api.named_type("builtins.function"),
-    )
-    parameter = TypeVarType(_PARAMETER, f"{TENSOR}.{_PARAMETER}", TypeVarId(1, namespace=TENSOR), [], no_axis, _UNKNOWN)
+    top = ctx.api.named_type("builtins.object")
+    parameter = TypeVarType(_PARAMETER, f"{TENSOR}.{_PARAMETER}", TypeVarId(1, namespace=TENSOR), [], top, _UNKNOWN)
     ctx.cls.type_vars = [parameter]
     info.add_type_vars()
+
+
+def use_modules(modules: dict[str, MypyFile]) -> None:
+    """Where the values' bounds find ``builtins.function`` (the plugin passes mypy's modules)."""
+    _values.modules = modules
+
+
+class _Values:
+    """The hidden argument of each known SPMD type, built once and shared by every type that carries it.
+
+    Sharing one object per SPMD type (interning) saves building a value and
+    its bound for every annotation and op result, and lets mypy compare two
+    equal tensor types by identity (a tuple of arguments compares its items
+    with ``is`` first) instead of comparing the bounds.  The values belong to
+    one build: they are built again when ``builtins`` is analysed afresh
+    (another build in the same process).
+    """
+
+    def __init__(self) -> None:
+        self.modules: dict[str, MypyFile] = {}
+        self.top: TypeInfo | None = None
+        self.no_axis: CallableType | None = None
+        self.by_type: dict[TensorType, TypeVarType] = {}
+
+    def value(self, tensor: Instance, tensor_type: TensorType) -> TypeVarType:
+        top = tensor.type.mro[-1]
+        if top is not self.top:
+            self._start(top)
+        value = self.by_type.get(tensor_type)
+        if value is None:
+            value = self.by_type[tensor_type] = self._build(tensor_type)
+        return value
+
+    def _start(self, top: TypeInfo) -> None:
+        self.top, self.by_type = top, {}
+        symbol = self.modules["builtins"].names["function"]
+        assert isinstance(symbol.node, TypeInfo)
+        self.no_axis = CallableType([_UNKNOWN], [ARG_STAR2], [_OTHER_AXES], Instance(top, []), Instance(symbol.node, []))
+
+    def _build(self, tensor_type: TensorType) -> TypeVarType:
+        assert self.no_axis is not None
+        name = str(tensor_type)
+        bound = _bound(self.no_axis, local_form(tensor_type))
+        return TypeVarType(name, f"{NAMESPACE}.{name}", _VALUE_ID, [], bound, _UNKNOWN)
+
+
+_values = _Values()
 
 
 def unknown_tensor(api: CheckerPluginInterface) -> Instance | None:
@@ -109,14 +151,14 @@ def local_form(tensor_type: TensorType) -> TensorType:
 
 
 def with_spmd(tensor: Instance, tensor_type: TensorType | None) -> Instance:
-    """``tensor`` (a ``torch.Tensor`` instance) carrying ``tensor_type`` (None: unknown)."""
+    """``tensor`` (a ``torch.Tensor`` instance) carrying ``tensor_type`` (None: unknown).
+
+    The value of an SPMD type is the bound of a type that mentions no axis,
+    ``def (**axes: Any) -> object``, extended by one keyword per axis.
+    """
     if tensor_type is None or not tensor_type.axes:
         return tensor.copy_modified(args=[_UNKNOWN])
-    no_axis = get_proper_type(tensor.type.defn.type_vars[0].upper_bound)
-    assert isinstance(no_axis, CallableType)
-    name = str(tensor_type)
-    bound = _bound(no_axis, local_form(tensor_type))
-    return tensor.copy_modified(args=[TypeVarType(name, f"{NAMESPACE}.{name}", _VALUE_ID, [], bound, _UNKNOWN)])
+    return tensor.copy_modified(args=[_values.value(tensor, tensor_type)])
 
 
 def _bound(no_axis: CallableType, local: TensorType) -> CallableType:

@@ -117,7 +117,7 @@ def check_arguments(ctx: FunctionSigContext | MethodSigContext) -> None:
         if declared is None:
             continue
         for expr in exprs:
-            for actual in spmd_members(type_of(ctx.api, expr)):
+            for actual in spmd_members(type_of(ctx.api, expr, formal)):
                 _compare(ctx.api, expr, declared, actual, axes, f"parameter {arg_name} of {name}")
 
 

@@ -92,9 +92,15 @@ _STANDARD = frozenset({"_typeshed", "typing_extensions", "mypy_extensions", *sys
 
 
 def _installed(module: str, path: str) -> bool:
-    """Whether ``module`` is the standard library's or an installed package's (mypy keeps those silent)."""
-    parts = Path(path).parts
-    return module.partition(".")[0] in _STANDARD or "site-packages" in parts or "dist-packages" in parts
+    """Whether ``module`` is the standard library's or an installed package's (mypy keeps those silent).
+
+    Asked for every module of every run (torch's 1,200 included, :meth:`SpmdPlugin.report_config_data`),
+    so the path is split as a string, not parsed into a ``Path``.
+    """
+    if module.partition(".")[0] in _STANDARD:
+        return True
+    parts = path.replace("\\", "/").split("/")
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 _NO_POLYMORPHISM = ("torch.", "builtins.", "typing.", "spmd_stubs.collectives.", "spmd_stubs.types.")

@@ -259,6 +259,8 @@ class _Retype(TensorTranslator):
 
 def retype(typ: Type, tensor_type: TensorType | None) -> Type:
     """``typ`` with every ``torch.Tensor`` in it (tuples, lists, Optional) given ``tensor_type``."""
+    if isinstance(typ, Instance) and is_tensor(typ.type):
+        return with_spmd(typ, tensor_type)  # most op results: no translator to build
     return typ.accept(_Retype(tensor_type))
 
 
@@ -268,7 +270,10 @@ def union_of(types: Iterable[Type]) -> Type:
 
 def result_type(default: Type, results: Iterable[TensorType | None]) -> Type:
     """The declared result type with the inferred SPMD types put into its tensors (a union for several)."""
-    return union_of(retype(default, tensor_type) for tensor_type in dict.fromkeys(results))
+    types = [retype(default, tensor_type) for tensor_type in dict.fromkeys(results)]
+    if len(types) == 1 and isinstance(types[0], Instance):
+        return types[0]  # what mypy's union of one instance is
+    return union_of(types)
 
 
 def updated_members(typ: Type, update: Callable[[dict[str, AxisType]], None]) -> list[TensorType | None]:

@@ -69,15 +69,19 @@ class FlagTests:
     """
 
     def __init__(self, configurations: tuple[Configuration, ...]) -> None:
-        reads = [rf"{FLAGS_OBJECT}\s*\.", *(rf"{re.escape(name)}\b" for name in flag_names(configurations))]
+        names = flag_names(configurations)
+        reads = [rf"{FLAGS_OBJECT}\s*\.", *(rf"{re.escape(name)}\b" for name in names)]
         self._pattern = re.compile(r"\b(?:%s)" % "|".join(reads))
+        self._words = (FLAGS_OBJECT, *names)
+        """Every match contains one of these: a file without any skips the (slower) pattern search."""
         self._seen: dict[tuple[str, float], bool] = {}
 
     def found_in(self, path: str) -> bool:
         try:
             key = (path, Path(path).stat().st_mtime)
             if key not in self._seen:
-                self._seen[key] = self._pattern.search(Path(path).read_text(errors="replace")) is not None
+                text = Path(path).read_text(errors="replace")
+                self._seen[key] = any(word in text for word in self._words) and self._pattern.search(text) is not None
             return self._seen[key]
         except OSError:
             return False

@@ -153,8 +153,9 @@ def local_form(tensor_type: TensorType) -> TensorType:
 def with_spmd(tensor: Instance, tensor_type: TensorType | None) -> Instance:
     """``tensor`` (a ``torch.Tensor`` instance) carrying ``tensor_type`` (None: unknown).
 
-    The value of an SPMD type is the bound of a type that mentions no axis,
-    ``def (**axes: Any) -> object``, extended by one keyword per axis.
+    The argument is the SPMD type's shared value (:class:`_Values`), whose
+    bound is that of a type that mentions no axis, ``def (**axes: Any) ->
+    object``, extended by one keyword per axis.
     """
     if tensor_type is None or not tensor_type.axes:
         return tensor.copy_modified(args=[_UNKNOWN])

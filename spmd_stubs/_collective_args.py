@@ -1,5 +1,11 @@
 """The checks of :mod:`spmd_stubs.collectives`' arguments, and the errors a backend failure becomes.
 
+What a call needs before it communicates: a group this rank is in
+(:func:`check_member`, once per call site), a live process group
+(:func:`check_live`, every call: ``destroy_process_group()`` may end it
+between two calls) and, for an average, a dtype that keeps it
+(:func:`check_averageable`, every call).
+
 Type validity is not checked here but in the core (:func:`spmd_stubs.core.transition`,
 docs/spec.md#transitions); this module checks what the types do not say:
 ``split_sizes=``, the partition specs ``redistribute`` takes, and the shapes
@@ -100,16 +106,7 @@ def spec_of(spec: Any, role: str, axes: dict[str, Any]) -> TensorType:
     return planner.spec_of_entries(entries, role)
 
 
-def check_call(x: torch.Tensor, op: str, label: str, group: Optional[dist.ProcessGroup], averages: bool) -> None:
-    """What a call needs before it communicates: a live process group, one this rank is in, a dtype it keeps."""
-    _check_live(op, label)
-    if group is not None:
-        _check_member(group, op, label)
-    if averages:
-        _check_averageable(x, op, label)
-
-
-def _check_member(group: dist.ProcessGroup, op: str, label: str) -> None:
+def check_member(group: dist.ProcessGroup, op: str, label: str) -> None:
     """``group=`` must be a group this rank is in: on any other, torch returns x unchanged."""
     if dist.get_rank(group) < 0:
         raise ValueError(
@@ -118,7 +115,7 @@ def _check_member(group: dist.ProcessGroup, op: str, label: str) -> None:
         )
 
 
-def _check_live(op: str, label: str) -> None:
+def check_live(op: str, label: str) -> None:
     """After ``destroy_process_group()`` the cached groups are dead: say so instead of using them."""
     if not dist.is_initialized():
         raise ValueError(
@@ -128,7 +125,7 @@ def _check_live(op: str, label: str) -> None:
         )
 
 
-def _check_averageable(x: torch.Tensor, op: str, label: str) -> None:
+def check_averageable(x: torch.Tensor, op: str, label: str) -> None:
     """An average of integers is no integer: refuse instead of changing the dtype."""
     if not (x.is_floating_point() or x.is_complex()):
         raise ValueError(

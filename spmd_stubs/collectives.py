@@ -29,12 +29,20 @@ import torch
 import torch.distributed as dist
 
 from spmd_stubs import core
-from spmd_stubs._collective_args import backend_error, check_call, checked_split_sizes, is_spec, spec_of
+from spmd_stubs._collective_args import (
+    backend_error,
+    check_averageable,
+    check_live,
+    check_member,
+    checked_split_sizes,
+    is_spec,
+    spec_of,
+)
 from spmd_stubs._comm import eager
 from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
 from spmd_stubs._validation import check_agreement, validating
 from spmd_stubs.core import AxisType, Kind, Step, planner
-from spmd_stubs.mesh import AxisLike, axes_label, group_and_size, group_of, mesh_dim_order
+from spmd_stubs.mesh import AxisLike, axes_label, binding_cache, group_and_size, group_of, mesh_dim_order
 from spmd_stubs.types import AxisAnnotation, P, SpmdTypeLike, to_axis_type
 
 __all__ = [
@@ -70,9 +78,13 @@ def _memoized(fn: Callable[..., _T]) -> Callable[..., _T]:
     return call
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Plan:
-    """A valid step with its per-call work done once: kernel and backward step."""
+    """A valid step with its per-call work done once: kernel and backward step.
+
+    One plan per step (:func:`_plan` is memoized), so plans compare and hash
+    by identity, which is quick (a dataclass hash runs in Python).
+    """
 
     step: Step
     kernel: Kernel
@@ -83,6 +95,8 @@ class _Plan:
     (A reinterpret never changes the local tensor; ``reinterpret(V,P)``,
     ``(R,V)`` and ``(R,P)`` have such backwards, all the way down.)
     """
+    moves_nothing: bool
+    """The forward is the identity: where no gradient is recorded, the result is the input."""
     share: Optional[str] = None
     """``"max"``/``"min"`` when the step resolves a pending max/min: ``backward``
     is then the sum's, and its result is split among the ranks attaining the
@@ -106,7 +120,14 @@ def _plan(step: Step) -> _Plan:
     summed = Step(step.op, core.Partial, step.dst) if share else step
     backward = _canonical(core.backward_of(summed.op, summed.src, summed.dst))
     kernel = KERNELS[core.row_of(step).kernel]
-    return _Plan(step, kernel, backward, step.op == backward.op == "reinterpret", share)
+    passthrough = step.op == backward.op == "reinterpret"
+    return _Plan(step, kernel, backward, passthrough, kernel is KERNELS["identity"], share)
+
+
+@_memoized
+def _backward_plan(plan: _Plan) -> _Plan:
+    """``plan``'s backward plan, looked up by the plan's identity (no hash of its step)."""
+    return _plan(plan.backward)
 
 
 def _canonical(step: Step) -> Step:
@@ -148,7 +169,7 @@ class _Typed(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], None, None, None]:
         # Through _apply: the backward is differentiable too (create_graph=True).
         # Dividing by a constant is self-adjoint, so op="avg" keeps its divisor.
-        back = _plan(ctx.plan.backward)
+        back = _backward_plan(ctx.plan)
         out = _apply(grad, back, ctx.comm, ctx.divisor)
         if ctx.plan.share:
             x, y = ctx.saved_tensors
@@ -163,40 +184,115 @@ _record = cast("Callable[[torch.Tensor, _Plan, Comm, int], torch.Tensor]", _Type
 
 
 def _apply(x: torch.Tensor, plan: _Plan, comm: Comm, divisor: int) -> torch.Tensor:
-    """``plan`` on ``x``, recorded for autograd only where a gradient can flow."""
-    if plan.passthrough and divisor == 1:
+    """``plan`` on ``x``, recorded for autograd only where a gradient can flow.
+
+    An identity forward returns ``x`` itself where no node is recorded (the
+    raw code's ``return x``; a view would share its storage all the same),
+    and where the backward is a reinterpret too, whose node would pass the
+    gradient through unchanged.
+    """
+    recording = torch.is_grad_enabled() and x.requires_grad
+    if divisor == 1 and (plan.passthrough if recording else plan.moves_nothing):
         return x
-    if torch.is_grad_enabled() and x.requires_grad:
+    if recording:
         return _record(x, plan, comm, divisor)
     return plan.run(x, comm, divisor)
+
+
+@dataclass(frozen=True)
+class _Site:
+    """One distinct call (operation, axis, src, dst, options), its type-level work done.
+
+    What is left per call depends on the tensor or on the moment: the process
+    group still being alive, an average's dtype, validation mode's exchange.
+    """
+
+    op: str
+    plan: Optional[_Plan]
+    """None: a cast to the type ``x`` already has, which returns ``x``."""
+    comm: Optional[Comm]
+    divisor: int
+    averages: bool
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.plan is None or self.comm is None:
+            return x
+        check_live(self.op, self.comm.axis)
+        if self.averages:
+            check_averageable(x, self.op, self.comm.axis)
+        if validating() and eager(x):
+            check_agreement(self.plan.step, self.comm, x)
+        return _apply(x, self.plan, self.comm, self.divisor)
+
+
+def _site(
+    op: str,
+    axis: AxisLike,
+    src: AxisType,
+    dst: AxisType,
+    expert_mode: bool = False,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    average: bool = False,
+) -> _Site:
+    """The :class:`_Site` of ``op(x, axis, src=src, dst=dst, ...)``, or the call's error."""
+    label = axes_label(axis)
+    plan = _validated(op, src, dst, label, expert_mode)
+    if plan is None:
+        return _Site(op, None, None, 1, False)
+    # A pending avg resolves as the sum divided by the axis size, like op="avg".
+    averages = average or src.reduce == "avg"
+    pg, size = group_and_size(axis) if group is None else (group, dist.get_world_size(group))
+    check_live(op, label)
+    if group is not None:
+        check_member(group, op, label)
+    comm = Comm(pg, size, checked_split_sizes(split_sizes, size, label, src, dst), label)
+    return _Site(op, plan, comm, size if averages else 1, averages)
+
+
+_MAX_SITES = 4096
+"""Distinct calls kept; beyond, the cache starts afresh (calls with ever new ``split_sizes``)."""
+
+_sites: dict[tuple[Any, ...], _Site] = binding_cache()
+"""A call's arguments but the tensor -> its site; emptied by every (un)binding (a site holds its group)."""
 
 
 def _typed(
     op: str,
     x: torch.Tensor,
     axis: AxisLike,
-    src: AxisType,
-    dst: AxisType,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
     *,
     expert_mode: bool = False,
     split_sizes: Optional[Sequence[int]] = None,
     group: Optional[dist.ProcessGroup] = None,
     average: bool = False,
 ) -> torch.Tensor:
-    label = axes_label(axis)
-    plan = _validated(op, src, dst, label, expert_mode)
-    if plan is None:
-        return x
-    # A pending avg resolves as the sum divided by the axis size, like op="avg".
-    averages = average or src.reduce == "avg"
-    pg, size = group_and_size(axis) if group is None else (group, dist.get_world_size(group))
-    check_call(x, op, label, group, averages)
-    sizes = checked_split_sizes(split_sizes, size, label, src, dst)
-    divisor = size if averages else 1
-    comm = Comm(pg, size, sizes, label)
-    if validating() and eager(x):
-        check_agreement(plan.step, comm, x)
-    return _apply(x, plan, comm, divisor)
+    """``op`` on ``x`` with the user's ``src``/``dst``; an eager call's site is worked out once.
+
+    Under ``torch.compile`` the site is traced afresh (dynamo guards on what
+    traced code reads from a dict, and the trace runs once anyway).
+    """
+    sizes = None if split_sizes is None else tuple(split_sizes)
+    args = (op, axis, src, dst, expert_mode, sizes, group, average)
+    if torch.compiler.is_compiling():
+        return _site_of(*args)(x)
+    try:
+        site = _sites[args]
+    except KeyError:
+        site = _site_of(*args)
+        if len(_sites) >= _MAX_SITES:
+            _sites.clear()
+        _sites[args] = site
+    except TypeError:  # an unhashable argument: _site_of says what is wrong with it
+        site = _site_of(*args)
+    return site(x)
+
+
+def _site_of(op: str, axis: AxisLike, src: SpmdTypeLike, dst: SpmdTypeLike, *options: Any) -> _Site:
+    """:func:`_site` with the user's ``src``/``dst`` (``R``, ``S(0)``) turned into the algebra's types."""
+    return _site(op, axis, to_axis_type(src), to_axis_type(dst), *options)
 
 
 # --------------------------------------------------------------------------
@@ -242,10 +338,9 @@ def all_reduce(
     """
     if op not in ("sum", "avg"):
         raise ValueError(f'all_reduce op must be "sum" or "avg", got {op!r}')
-    src_type = to_axis_type(src)
-    if op == "avg" and src_type.reduce != "sum":
-        raise ValueError(f'all_reduce op="avg" averages a pending sum; src={src_type} already names its reduction')
-    return _typed("all_reduce", x, axis, src_type, to_axis_type(dst), group=group, average=op == "avg")
+    if op == "avg" and to_axis_type(src).reduce != "sum":
+        raise ValueError(f'all_reduce op="avg" averages a pending sum; src={src!r} already names its reduction')
+    return _typed("all_reduce", x, axis, src, dst, group=group, average=op == "avg")
 
 
 def all_gather(
@@ -280,9 +375,7 @@ def all_gather(
         B  <=  [A, B, C]
         C
     """
-    return _typed(
-        "all_gather", x, axis, to_axis_type(src), to_axis_type(dst), split_sizes=split_sizes, group=group
-    )
+    return _typed("all_gather", x, axis, src, dst, split_sizes=split_sizes, group=group)
 
 
 def reduce_scatter(
@@ -314,9 +407,7 @@ def reduce_scatter(
         [A, B, C]  <=  B
                        C
     """
-    return _typed(
-        "reduce_scatter", x, axis, to_axis_type(src), to_axis_type(dst), split_sizes=split_sizes, group=group
-    )
+    return _typed("reduce_scatter", x, axis, src, dst, split_sizes=split_sizes, group=group)
 
 
 def all_to_all(
@@ -339,7 +430,7 @@ def all_to_all(
         [B0, B1, B2]  =>  [A1, B1, C1]
         [C0, C1, C2]      [A2, B2, C2]
     """
-    return _typed("all_to_all", x, axis, to_axis_type(src), to_axis_type(dst), group=group)
+    return _typed("all_to_all", x, axis, src, dst, group=group)
 
 
 # --------------------------------------------------------------------------
@@ -382,9 +473,7 @@ def reinterpret(
 
         A  =>  A     backward    Ax + Ay + Az  <=  +Ax, +Ay, +Az
     """
-    return _typed(
-        "reinterpret", x, axis, to_axis_type(src), to_axis_type(dst), expert_mode=expert_mode, group=group
-    )
+    return _typed("reinterpret", x, axis, src, dst, expert_mode=expert_mode, group=group)
 
 
 def convert(
@@ -433,8 +522,7 @@ def convert(
         B  =>  +[0, B, 0]     backward   B  <=  [A, B, C]
         C      +[0, 0, C]                C
     """
-    src_type, dst_type = to_axis_type(src), to_axis_type(dst)
-    return _typed("convert", x, axis, src_type, dst_type, expert_mode=expert_mode, split_sizes=split_sizes, group=group)
+    return _typed("convert", x, axis, src, dst, expert_mode=expert_mode, split_sizes=split_sizes, group=group)
 
 
 @overload
@@ -489,7 +577,7 @@ def redistribute(
     step = core.route(to_axis_type(src), to_axis_type(dst), axes_label(axis))
     if step is None:
         return x
-    return _typed(step.op, x, axis, step.src, step.dst, expert_mode=True, group=group)
+    return _site(step.op, axis, step.src, step.dst, True, None, group)(x)
 
 
 def _redistribute_specs(x: torch.Tensor, src_spec: Any, dst_spec: Any) -> torch.Tensor:
@@ -499,5 +587,5 @@ def _redistribute_specs(x: torch.Tensor, src_spec: Any, dst_spec: Any) -> torch.
     steps = planner.plan(src, dst, sizes=sizes, ndim=x.dim(), mesh_order=mesh_dim_order(tuple(axes)))
     for step in steps:
         group = tuple(axes[name] for name in step.axes)
-        x = _typed(step.op, x, group if len(group) > 1 else group[0], step.src, step.dst, expert_mode=True)
+        x = _site(step.op, group if len(group) > 1 else group[0], step.src, step.dst, True)(x)
     return x

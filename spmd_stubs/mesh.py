@@ -41,9 +41,23 @@ _bound: dict[str, Union[DeviceMesh, ProcessGroup]] = {}
 _groups: dict[tuple[str, ...], ProcessGroup] = {}
 """axis names (outer first) -> resolved group; explicit bindings and cache."""
 
-_resolved: dict[AxisLike, tuple[ProcessGroup, int]] = {}
-"""axis or tuple of axes, as passed -> its group and size: every collective
-looks this up, so it skips the name checks; emptied by every (un)binding."""
+_binding_caches: list[dict[Any, Any]] = []
+"""Every dict :func:`binding_cache` made: emptied by every (un)binding."""
+
+
+def binding_cache() -> dict[Any, Any]:
+    """A new dict that every ``bind_mesh``/``bind_groups``/``unbind`` empties.
+
+    For what is derived from the bound groups and looked up on every call
+    (an axis's group, a call site's resolved collective).
+    """
+    cache: dict[Any, Any] = {}
+    _binding_caches.append(cache)
+    return cache
+
+
+_resolved: dict[AxisLike, tuple[ProcessGroup, int]] = binding_cache()
+"""axis or tuple of axes, as passed -> its group and size, skipping the name checks."""
 
 
 class UnboundAxisError(LookupError):
@@ -66,9 +80,14 @@ def axes_label(axes: AxisLike) -> str:
     return axis_name(axes)
 
 
+def _clear_binding_caches() -> None:
+    for cache in _binding_caches:
+        cache.clear()
+
+
 def _forget(names: tuple[str, ...]) -> None:
-    """Drop cached groups that involve any of ``names`` (they are rebound), and the per-call cache."""
-    _resolved.clear()
+    """Drop cached groups that involve any of ``names`` (they are rebound), and the per-call caches."""
+    _clear_binding_caches()
     for key in [k for k in _groups if set(k) & set(names)]:
         del _groups[key]
 
@@ -111,7 +130,7 @@ def unbind() -> None:
     """Forget every binding (tests, or re-initialising the process groups)."""
     _bound.clear()
     _groups.clear()
-    _resolved.clear()
+    _clear_binding_caches()
 
 
 def group_of(axes: AxisLike) -> ProcessGroup:

@@ -24,7 +24,7 @@ from spmd_mypy.config import Config
 from spmd_mypy.fixes import Operand
 from spmd_mypy.gradients import carries_no_gradient
 from spmd_mypy.ops import FUNCTION_MODULES
-from spmd_mypy.representation import members, spmd_members, tensor_instance
+from spmd_mypy.representation import members, spmd_members, spmd_of, tensor_instance
 from spmd_stubs import core
 from spmd_stubs.core import (
     SCALAR,
@@ -96,7 +96,7 @@ def choices(actual: Actual) -> list[Choice]:
 def _member_choices(member: Type) -> list[Choice]:
     proper = get_proper_type(member)
     if tensor_instance(proper) is not None:
-        return [*spmd_members(proper)]
+        return [spmd_of(proper)]  # a member is no union: its one tensor
     if isinstance(proper, NoneType):
         return [ABSENT]
     if isinstance(proper, TupleType):

@@ -209,7 +209,12 @@ def tensor_instance(typ: Type) -> Instance | None:
 def spmd_of(typ: Type) -> TensorType | None:
     """The known SPMD type of one tensor type, None when unknown or not a tensor."""
     tensor = tensor_instance(typ)
-    if tensor is None or len(tensor.args) != 1:
+    return None if tensor is None else _carried(tensor)
+
+
+def _carried(tensor: Instance) -> TensorType | None:
+    """The known SPMD type a ``torch.Tensor`` instance carries, None when unknown."""
+    if len(tensor.args) != 1:
         return None
     value = get_proper_type(tensor.args[0])
     if isinstance(value, TypeVarType) and value.id.namespace == NAMESPACE:
@@ -227,7 +232,8 @@ def members(typ: Type) -> list[ProperType]:
 
 def spmd_members(typ: Type) -> list[TensorType | None]:
     """One entry per tensor member of ``typ`` (a union after a branch join)."""
-    return [spmd_of(m) for m in members(typ) if tensor_instance(m) is not None]
+    tensors = (tensor_instance(member) for member in members(typ))
+    return [_carried(tensor) for tensor in tensors if tensor is not None]
 
 
 def has_spmd(typ: Type) -> bool:

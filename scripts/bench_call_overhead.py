@@ -39,9 +39,9 @@ from spmd_stubs.types import to_axis_type
 SHAPE = (4, 8)  # dim 0 splits over tp; V is stacked on it
 
 
-FORWARD_ONLY = {("all_reduce", spmd.P, spmd.R), ("all_gather", spmd.V, spmd.R)}
+FORWARD_ONLY = {("all_reduce", spmd.P, spmd.R), ("all_reduce", spmd.Pmax, spmd.R), ("reinterpret", spmd.V, spmd.Pmax)}
 """Calls the model makes where no gradient flows: the dp gradient sync (under
-``no_grad``) and the gather of a detached row max."""
+``no_grad``) and the cross entropy's row max (of detached logits)."""
 
 
 def _calls(op: str, src: Any, dst: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:

@@ -1,13 +1,18 @@
 """Typed collectives against the raw torch.distributed calls, 4 local gloo ranks.
 
-    .venv/bin/python scripts/bench_collectives.py [--rounds 5] [--validate]
+    .venv/bin/python scripts/bench_collectives.py [--rounds 11] [--min-size 1024] [--max-size 16777216] [--validate]
 
-For each per-rank input size (1 KiB .. 16 MiB of float32) and each
-collective, typed and raw calls alternate in rounds (a barrier before each
-timed batch); the table shows the median time per call and typed/raw.  The
-raw calls are the out-of-place equivalents of the typed ones.  With
-``--validate`` the typed calls run in validation mode (each first checks
-that the ranks agree): typed/raw is then that mode's cost.
+For each per-rank input size (1 KiB .. 16 MiB of float32 by default; powers
+of 4 between ``--min-size`` and ``--max-size`` bytes) and each collective,
+typed and raw batches of calls alternate in rounds, the order flipped every
+round, a barrier before each batch.  The table gives, per call, the median
+over the rounds of the wall time (the slowest rank's) and of the main
+thread's CPU time (the ranks' mean; gloo communicates on its own threads,
+so this is the call's own work, steadier than the wall time where other
+jobs share the cores), and typed/raw of each.  The raw calls are the
+out-of-place equivalents of the typed ones.  With ``--validate`` the typed
+calls run in validation mode (each first checks that the ranks agree):
+typed/raw is then that mode's cost.
 
 =====================================  ===========================================
 typed                                  raw
@@ -27,7 +32,7 @@ import socket
 import statistics
 import time
 from datetime import timedelta
-from typing import Callable
+from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
@@ -38,7 +43,8 @@ from spmd_stubs import P, R, S
 from spmd_stubs.types import MeshAxis
 
 WORLD = 4
-SIZES = [1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22, 1 << 24]
+SIZES = [1 << n for n in range(10, 25, 2)]
+"""1 KiB, 4 KiB, ... 16 MiB per rank."""
 
 
 class world(MeshAxis):  # noqa: N801 -- an axis bound to the whole world
@@ -80,25 +86,31 @@ PAIRS: dict[str, Pair] = {
 }
 
 
-def _time(fn: Callable[[torch.Tensor], object], x: torch.Tensor, iters: int) -> float:
+Times = tuple[float, float]
+"""Seconds per call: wall, main-thread CPU."""
+
+
+def _time(fn: Callable[[torch.Tensor], object], x: torch.Tensor, iters: int) -> Times:
     dist.barrier()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.thread_time()
     for _ in range(iters):
         fn(x)
-    return (time.perf_counter() - start) / iters
+    return (time.perf_counter() - start) / iters, (time.thread_time() - start_cpu) / iters
 
 
-def _bench(size: int, rounds: int) -> list[tuple[str, int, float, float]]:
+def _bench(size: int, rounds: int) -> list[tuple[str, int, dict[str, list[Times]]]]:
+    """Per collective: typed and raw, each round's times on this rank."""
     rows = []
     x = torch.randn(size // 4)
-    iters = max(2, (1 << 18) // size)
+    iters = max(4, (1 << 18) // size)
     for name, (typed, raw) in PAIRS.items():
+        variants = {"typed": typed, "raw": raw}
         typed(x), raw(x)  # warm-up
-        typed_times, raw_times = [], []
-        for _ in range(rounds):
-            typed_times.append(_time(typed, x, iters))
-            raw_times.append(_time(raw, x, iters))
-        rows.append((name, size, statistics.median(typed_times), statistics.median(raw_times)))
+        times: dict[str, list[Times]] = {"typed": [], "raw": []}
+        for round_ in range(rounds):
+            for variant in (("typed", "raw") if round_ % 2 == 0 else ("raw", "typed")):
+                times[variant].append(_time(variants[variant], x, iters))
+        rows.append((name, size, times))
     return rows
 
 
@@ -106,33 +118,55 @@ def _human(size: int) -> str:
     return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
 
 
-def _worker(rank: int, port: int, rounds: int, validate: bool) -> None:
+def _row(name: str, size: int, per_rank: list[dict[str, list[Times]]]) -> str:
+    """One table row: median wall (slowest rank) and CPU (mean rank) per call, typed/raw of each."""
+    wall, cpu = {}, {}
+    for variant in ("typed", "raw"):
+        rounds = list(zip(*(rank[variant] for rank in per_rank)))
+        wall[variant] = statistics.median(max(w for w, _ in ranks) for ranks in rounds)
+        cpu[variant] = statistics.median(statistics.fmean(c for _, c in ranks) for ranks in rounds)
+    return (
+        f"| {name} | {_human(size)} | {wall['typed'] * 1e3:.3f} | {wall['raw'] * 1e3:.3f} | "
+        f"{wall['typed'] / wall['raw']:.3f} | {cpu['typed'] * 1e3:.3f} | {cpu['raw'] * 1e3:.3f} | "
+        f"{cpu['typed'] / cpu['raw']:.3f} |"
+    )
+
+
+def _worker(rank: int, port: int, rounds: int, sizes: list[int], validate: bool) -> None:
     torch.set_num_threads(1)
     spmd.set_validation(validate)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD, timeout=timedelta(seconds=120))
     spmd.bind_groups({world: dist.group.WORLD})
     if rank == 0:
-        print("| op | size per rank | typed (ms) | raw (ms) | typed/raw |")
-        print("|---|---|---|---|---|", flush=True)
-    for size in SIZES:
-        for name, size, typed, raw in _bench(size, rounds):
+        print(f"load average {os.getloadavg()[0]:.2f}; {rounds} rounds, medians")
+        print("| op | size per rank | typed ms | raw ms | typed/raw | typed CPU ms | raw CPU ms | CPU typed/raw |")
+        print("|---|---|---|---|---|---|---|---|", flush=True)
+    for size in sizes:
+        for name, size, times in _bench(size, rounds):
+            gathered: list[Any] = [None] * WORLD
+            dist.all_gather_object(gathered, times)
             if rank == 0:
-                print(f"| {name} | {_human(size)} | {typed * 1e3:.3f} | {raw * 1e3:.3f} | {typed / raw:.2f} |", flush=True)
+                print(_row(name, size, gathered), flush=True)
+    if rank == 0:
+        print(f"load average {os.getloadavg()[0]:.2f} after", flush=True)
     # Every rank done before any tears down (gloo aborts a rank whose peer left mid-exchange).
     dist.barrier()
     dist.destroy_process_group()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+def main(argv: Optional[list[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--min-size", type=int, default=1 << 10, help="smallest per-rank size, bytes")
+    parser.add_argument("--max-size", type=int, default=1 << 24, help="largest per-rank size, bytes")
     parser.add_argument("--validate", action="store_true", help="typed calls in validation mode")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    sizes = [size for size in SIZES if args.min_size <= size <= args.max_size]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.start_processes(_worker, args=(port, args.rounds, args.validate), nprocs=WORLD, start_method="spawn")
+    mp.start_processes(_worker, args=(port, args.rounds, sizes, args.validate), nprocs=WORLD, start_method="spawn")
 
 
 if __name__ == "__main__":

@@ -34,4 +34,5 @@ def test_bench_features_prints_each_feature_against_a_plain_run() -> None:
     assert [row[0] for row in rows] == ["mypy + plugin", "autograd Functions, mypy + plugin",
                                         "spmd-coverage (strict check + report)", "spmd-check, 2 configurations"]
     for _, feature, plain, ratio in rows:
-        assert float(ratio) == pytest.approx(float(feature) / float(plain), abs=0.02)
+        # the ratio is of the unrounded seconds: equal to the printed ones' within their rounding
+        assert float(ratio) == pytest.approx(float(feature) / float(plain), rel=0.03)

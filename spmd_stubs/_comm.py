@@ -29,11 +29,11 @@ _wait = cast(Callable[[torch.Tensor], torch.Tensor], funcol.wait_tensor)
 
 def eager(x: torch.Tensor) -> bool:
     """Whether a call on ``x`` runs on a real process group now (not traced, not simulated)."""
-    return not (
-        torch.compiler.is_compiling()
-        or enabled_local_tensor_mode() is not None
-        or isinstance(x, LocalTensor)
-    )
+    if torch.compiler.is_compiling() or isinstance(x, LocalTensor):
+        return False
+    # A LocalTensorMode is a dispatch mode: with none on the stack (the usual
+    # case) one C call answers, instead of torch's three Python calls.
+    return not torch._C._len_torch_dispatch_stack() or enabled_local_tensor_mode() is None
 
 
 def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") -> torch.Tensor:

@@ -577,7 +577,7 @@ def redistribute(
     step = core.route(to_axis_type(src), to_axis_type(dst), axes_label(axis))
     if step is None:
         return x
-    return _site(step.op, axis, step.src, step.dst, True, None, group)(x)
+    return _site(step.op, axis, step.src, step.dst, expert_mode=True, group=group)(x)
 
 
 def _redistribute_specs(x: torch.Tensor, src_spec: Any, dst_spec: Any) -> torch.Tensor:
@@ -587,5 +587,5 @@ def _redistribute_specs(x: torch.Tensor, src_spec: Any, dst_spec: Any) -> torch.
     steps = planner.plan(src, dst, sizes=sizes, ndim=x.dim(), mesh_order=mesh_dim_order(tuple(axes)))
     for step in steps:
         group = tuple(axes[name] for name in step.axes)
-        x = _site(step.op, group if len(group) > 1 else group[0], step.src, step.dst, True)(x)
+        x = _site(step.op, group if len(group) > 1 else group[0], step.src, step.dst, expert_mode=True)(x)
     return x

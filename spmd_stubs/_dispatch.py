@@ -1,0 +1,271 @@
+"""How a typed collective runs: one autograd Function for every cell of the table, dispatched per call site.
+
+A call's type-level work (validity, the plan of kernels, the group, the
+``Comm``) depends on its arguments but not the tensor, so it is done once per
+distinct eager call site (:class:`_Site`) and reused until the next
+(un)binding of the mesh; :mod:`spmd_stubs.collectives` is the public surface
+over it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, TypeVar, cast
+
+import torch
+import torch.distributed as dist
+
+from spmd_stubs import core
+from spmd_stubs._collective_args import (
+    backend_error,
+    check_averageable,
+    check_live,
+    check_member,
+    checked_split_sizes,
+)
+from spmd_stubs._comm import eager
+from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
+from spmd_stubs._validation import check_agreement, validating
+from spmd_stubs.core import AxisType, Kind, Step
+from spmd_stubs.mesh import AxisLike, axes_label, binding_cache, group_and_size
+from spmd_stubs.types import SpmdTypeLike, to_axis_type
+
+_T = TypeVar("_T")
+
+
+# --------------------------------------------------------------------------
+# The one generic mechanism
+# --------------------------------------------------------------------------
+
+
+def _memoized(fn: Callable[..., _T]) -> Callable[..., _T]:
+    """``fn`` cached for eager calls, traced as is under ``torch.compile``.
+
+    For pure functions of hashable arguments.  Under compile the cost is paid
+    once per trace anyway, and dynamo traces through a cache only with a warning.
+    """
+    cached = functools.lru_cache(maxsize=4096)(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> _T:
+        return fn(*args) if torch.compiler.is_compiling() else cached(*args)
+
+    return call
+
+
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """A valid step with its per-call work done once: kernel and backward step.
+
+    One plan per step (:func:`_plan` is memoized), so plans compare and hash
+    by identity, which is quick (a dataclass hash runs in Python).
+    """
+
+    step: Step
+    kernel: Kernel
+    backward: Step
+    passthrough: bool
+    """A reinterpret whose backward is a reinterpret: the result is the input itself.
+
+    (A reinterpret never changes the local tensor; ``reinterpret(V,P)``,
+    ``(R,V)`` and ``(R,P)`` have such backwards, all the way down.)
+    """
+    moves_nothing: bool
+    """The forward is the identity: where no gradient is recorded, the result is the input."""
+    share: Optional[str] = None
+    """``"max"``/``"min"`` when the step resolves a pending max/min: ``backward``
+    is then the sum's, and its result is split among the ranks attaining the
+    extremum (:func:`spmd_stubs._kernels.partial_share`)."""
+
+    def run(self, x: torch.Tensor, comm: Comm, divisor: int) -> torch.Tensor:
+        try:
+            y = self.kernel(x, comm, self.step.src, self.step.dst)
+        except RuntimeError as error:
+            # No check of its own (comparing shapes across ranks would cost a
+            # collective per call): the backend's error, given the call's context.
+            raise backend_error(self.step, comm.axis, x, error) from error
+        return y if divisor == 1 else y / divisor
+
+
+@_memoized
+def _plan(step: Step) -> _Plan:
+    step = _canonical(step)
+    share = step.src.reduce if step.src.extremum else None
+    # A pending max/min's gradient is the sum's, split by ``share`` afterwards.
+    summed = Step(step.op, core.Partial, step.dst) if share else step
+    backward = _canonical(core.backward_of(summed.op, summed.src, summed.dst))
+    kernel = KERNELS[core.row_of(step).kernel]
+    passthrough = step.op == backward.op == "reinterpret"
+    return _Plan(step, kernel, backward, passthrough, kernel is KERNELS["identity"], share)
+
+
+@_memoized
+def _backward_plan(plan: _Plan) -> _Plan:
+    """``plan``'s backward plan, looked up by the plan's identity (no hash of its step)."""
+    return _plan(plan.backward)
+
+
+def _canonical(step: Step) -> Step:
+    """``all_reduce``/``reduce_scatter`` of V is ``reinterpret(V,P)`` then src=P.
+
+    That reinterpret's forward is the identity and its backward
+    (``reinterpret(R,V)``) too, so folding it in changes no value.
+    """
+    if step.op in core.IMPLICIT_PARTIAL and step.src.kind is Kind.V:
+        return Step(step.op, core.Partial, step.dst)
+    return step
+
+
+@_memoized
+def _validated(op: str, src: AxisType, dst: AxisType, label: str, expert_mode: bool) -> Optional[_Plan]:
+    """``op(src, dst)``'s plan on axis ``label`` (None: nothing to do), or the algebra's error.
+
+    Validity depends on the types only, never on the tensor, so an eager call
+    site checks once (errors are not cached: raised every time).
+    """
+    core.transition(op, src, dst, label, expert_mode)
+    if op in core.CASTS and src == dst:
+        return None  # a cast to the type it already has
+    return _plan(Step(op, src, dst))
+
+
+class _Typed(torch.autograd.Function):
+    """One typed operation: the table's kernel forward, ``backward_of`` backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, plan: _Plan, comm: Comm, divisor: int) -> torch.Tensor:
+        ctx.plan, ctx.comm, ctx.divisor = plan, comm, divisor
+        y = plan.run(x, comm, divisor)
+        if plan.share:
+            ctx.save_for_backward(x, y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], None, None, None]:
+        # Through _apply: the backward is differentiable too (create_graph=True).
+        # Dividing by a constant is self-adjoint, so op="avg" keeps its divisor.
+        back = _backward_plan(ctx.plan)
+        out = _apply(grad, back, ctx.comm, ctx.divisor)
+        if ctx.plan.share:
+            x, y = ctx.saved_tensors
+            # The extremum in x's layout: all_reduce's result is, reduce_scatter's gathers.
+            whole = y if ctx.plan.step.op == "all_reduce" else back.run(y.detach(), ctx.comm, 1)
+            out = out * partial_share(x.detach(), whole.detach(), ctx.comm, ctx.plan.share)
+        return out, None, None, None
+
+
+_record = cast("Callable[[torch.Tensor, _Plan, Comm, int], torch.Tensor]", _Typed.apply)
+"""``_Typed.apply``, which torch leaves unannotated."""
+
+
+def _apply(x: torch.Tensor, plan: _Plan, comm: Comm, divisor: int) -> torch.Tensor:
+    """``plan`` on ``x``, recorded for autograd only where a gradient can flow.
+
+    An identity forward returns ``x`` itself where no node is recorded (the
+    raw code's ``return x``; a view would share its storage all the same),
+    and where the backward is a reinterpret too, whose node would pass the
+    gradient through unchanged.
+    """
+    recording = torch.is_grad_enabled() and x.requires_grad
+    if divisor == 1 and (plan.passthrough if recording else plan.moves_nothing):
+        return x
+    if recording:
+        return _record(x, plan, comm, divisor)
+    return plan.run(x, comm, divisor)
+
+
+@dataclass(frozen=True)
+class _Site:
+    """One distinct call (operation, axis, src, dst, options), its type-level work done.
+
+    What is left per call depends on the tensor or on the moment: the process
+    group still being alive, an average's dtype, validation mode's exchange.
+    """
+
+    op: str
+    plan: Optional[_Plan]
+    """None: a cast to the type ``x`` already has, which returns ``x``."""
+    comm: Optional[Comm]
+    divisor: int
+    averages: bool
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.plan is None or self.comm is None:
+            return x
+        check_live(self.op, self.comm.axis)
+        if self.averages:
+            check_averageable(x, self.op, self.comm.axis)
+        if validating() and eager(x):
+            check_agreement(self.plan.step, self.comm, x)
+        return _apply(x, self.plan, self.comm, self.divisor)
+
+
+def call_site(
+    op: str,
+    axis: AxisLike,
+    src: AxisType,
+    dst: AxisType,
+    expert_mode: bool = False,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    average: bool = False,
+) -> _Site:
+    """The :class:`_Site` of ``op(x, axis, src=src, dst=dst, ...)``, or the call's error."""
+    label = axes_label(axis)
+    plan = _validated(op, src, dst, label, expert_mode)
+    if plan is None:
+        return _Site(op, None, None, 1, False)
+    # A pending avg resolves as the sum divided by the axis size, like op="avg".
+    averages = average or src.reduce == "avg"
+    pg, size = group_and_size(axis) if group is None else (group, dist.get_world_size(group))
+    check_live(op, label)
+    if group is not None:
+        check_member(group, op, label)
+    comm = Comm(pg, size, checked_split_sizes(split_sizes, size, label, src, dst), label)
+    return _Site(op, plan, comm, size if averages else 1, averages)
+
+
+_MAX_SITES = 4096
+"""Distinct calls kept; beyond, the cache starts afresh (calls with ever new ``split_sizes``)."""
+
+_sites: dict[tuple[Any, ...], _Site] = binding_cache()
+"""A call's arguments but the tensor -> its site; emptied by every (un)binding (a site holds its group)."""
+
+
+def typed_call(
+    op: str,
+    x: torch.Tensor,
+    axis: AxisLike,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    *,
+    expert_mode: bool = False,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    average: bool = False,
+) -> torch.Tensor:
+    """``op`` on ``x`` with the user's ``src``/``dst``; an eager call's site is worked out once.
+
+    Under ``torch.compile`` the site is traced afresh (dynamo guards on what
+    traced code reads from a dict, and the trace runs once anyway).
+    """
+    sizes = None if split_sizes is None else tuple(split_sizes)
+    args = (op, axis, src, dst, expert_mode, sizes, group, average)
+    if torch.compiler.is_compiling():
+        return _site_of(*args)(x)
+    try:
+        site = _sites[args]
+    except KeyError:
+        site = _site_of(*args)
+        if len(_sites) >= _MAX_SITES:
+            _sites.clear()
+        _sites[args] = site
+    except TypeError:  # an unhashable argument: _site_of says what is wrong with it
+        site = _site_of(*args)
+    return site(x)
+
+
+def _site_of(op: str, axis: AxisLike, src: SpmdTypeLike, dst: SpmdTypeLike, *options: Any) -> _Site:
+    """:func:`call_site` with the user's ``src``/``dst`` (``R``, ``S(0)``) turned into the algebra's types."""
+    return call_site(op, axis, to_axis_type(src), to_axis_type(dst), *options)

@@ -77,7 +77,7 @@ def axis_type_of(node: SymbolNode | None, written: str, dim: DimText | None) -> 
     """The SPMD type named by ``node`` (``R``..``P``, or ``S`` with ``dim``)."""
     fullname = getattr(node, "fullname", None)
     if fullname in SHARDS:
-        return _shard(dim, written)
+        return _shard(dim, written, "S" if fullname == SHARD else "Sharded")
     if fullname in KINDS and dim is None:
         return KINDS[fullname]
     raise AnnotationError(
@@ -86,8 +86,8 @@ def axis_type_of(node: SymbolNode | None, written: str, dim: DimText | None) -> 
     )
 
 
-def _shard(dim: DimText | None, written: str) -> AxisType:
-    kind = "Sharded" if written.rpartition(".")[2] == "Sharded" else "S"
+def _shard(dim: DimText | None, written: str, kind: str) -> AxisType:
+    """``kind`` (``S`` or ``Sharded``, as resolved, whatever name it was imported as) with ``dim``."""
     example = ("Sharded[Literal[0], tp] or Sharded[Literal[-1], tp]" if kind == "Sharded"
                else "S(0)@tp or S(-1)@tp (canonical S[0, tp])")
     if dim is None or isinstance(dim, Missing):

@@ -4,6 +4,7 @@ from typing import Literal
 import typing_extensions
 
 from spmd_stubs import R, S, Sharded, Tensor, V
+from spmd_stubs import Sharded as Split
 from spmd_stubs.axes import dp, tp
 
 Rows = Tensor[Sharded[Literal[0], tp]]
@@ -30,3 +31,6 @@ def no_dim(x: Tensor[Sharded[tp]]) -> None: ...  # E: spmd-annotation Sharded ne
 
 
 def not_an_int(x: Tensor[Sharded[Literal["0"], tp]]) -> None: ...  # E: spmd-annotation Sharded takes an int tensor dim
+
+
+def imported_under_another_name(x: Tensor[Split[tp]]) -> None: ...  # E: spmd-annotation 'Split': Sharded needs the sharded tensor dim

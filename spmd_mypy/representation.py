@@ -272,15 +272,15 @@ def retype(typ: Type, tensor_type: TensorType | None) -> Type:
 
 
 def union_of(types: Iterable[Type]) -> Type:
-    return make_simplified_union(list(types))
+    items = list(types)
+    if len(items) == 1 and isinstance(items[0], Instance):
+        return items[0]  # what mypy's union of one instance is, without flattening it first (most op results)
+    return make_simplified_union(items)
 
 
 def result_type(default: Type, results: Iterable[TensorType | None]) -> Type:
     """The declared result type with the inferred SPMD types put into its tensors (a union for several)."""
-    types = [retype(default, tensor_type) for tensor_type in dict.fromkeys(results)]
-    if len(types) == 1 and isinstance(types[0], Instance):
-        return types[0]  # what mypy's union of one instance is
-    return union_of(types)
+    return union_of(retype(default, tensor_type) for tensor_type in dict.fromkeys(results))
 
 
 def updated_members(typ: Type, update: Callable[[dict[str, AxisType]], None]) -> list[TensorType | None]:

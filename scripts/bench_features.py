@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_checker import count_lines, erase, generate, timed, write_config
+from bench_checker import _checked, count_lines, erase, fill_deps_cache, generate, timed, write_config
 
 _ENTER_DP = re.compile(
     r'^def enter_dp_(\d+)\(p: Tensor\[I@dp\]\) -> Tensor\[R@dp\]:\n    """.*"""\n    return .*\n', re.M)
@@ -77,27 +77,22 @@ class Workspace:
         shutil.copytree(self.base_cache, cache)
         command = [sys.executable, "-m", *tool, "--config-file", str(self.config), "--cache-dir", str(cache)]
         seconds, proc = timed([*command, str(self.root / "benchpkg")], self.root)
-        if proc.returncode != 0:
-            raise SystemExit(f"{what} did not check clean:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        _checked(proc, what)
         return seconds
 
 
 def workspace(root: Path, lines: int, typed: bool, functions: bool, config_text: str = "") -> Workspace:
     """The package (typed or erased, with autograd Functions or not) and a cache holding its imports."""
+    root.mkdir(parents=True)
+    config = write_config(root, plugin=typed)
+    config.write_text(config.read_text() + config_text)
+    base_cache = fill_deps_cache(root, config, typed, f"the cache warm-up of {root.name}")
     modules = generate(root, lines, typed=True)
     if functions and not with_autograd_functions(root / "benchpkg"):
         raise SystemExit("no enter_dp_k function to turn into an autograd Function: the generator changed")
     if not typed:
         for module in modules:
             module.write_text(erase(module.read_text()))
-    config = write_config(root, plugin=typed)
-    config.write_text(config.read_text() + config_text)
-    base_cache = root / "base_cache"
-    (root / "warmup.py").write_text("import torch\nimport spmd_stubs\n")
-    _, proc = timed([sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir",
-                           str(base_cache), "warmup.py"], root)
-    if proc.returncode != 0:
-        raise SystemExit(f"the cache warm-up failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
     return Workspace(root, config, base_cache)
 
 

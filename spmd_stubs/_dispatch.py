@@ -24,9 +24,8 @@ from spmd_stubs._collective_args import (
     check_member,
     checked_split_sizes,
 )
-from spmd_stubs._comm import eager
 from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
-from spmd_stubs._validation import check_agreement, validating
+from spmd_stubs._validation import between_real_ranks, check_agreement, validating
 from spmd_stubs.core import AxisType, Kind, Step
 from spmd_stubs.mesh import AxisLike, axes_label, binding_cache, group_and_size
 from spmd_stubs.types import SpmdTypeLike, to_axis_type
@@ -196,7 +195,7 @@ class _Site:
         check_live(self.op, self.comm.axis)
         if self.averages:
             check_averageable(x, self.op, self.comm.axis)
-        if validating() and eager(x):
+        if validating() and between_real_ranks(x):
             check_agreement(self.plan.step, self.comm, x)
         return _apply(x, self.plan, self.comm, self.divisor)
 

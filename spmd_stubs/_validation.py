@@ -22,7 +22,9 @@ from typing import Optional
 
 import torch
 import torch.distributed as dist
+from torch.distributed._local_tensor import LocalTensor
 
+from spmd_stubs._comm import traced
 from spmd_stubs._kernels import Comm
 from spmd_stubs.core import Step
 
@@ -40,6 +42,12 @@ def set_validation(enabled: bool) -> None:
 
 def validating() -> bool:
     return _enabled
+
+
+def between_real_ranks(x: torch.Tensor) -> bool:
+    """Whether ranks calling on ``x`` could disagree: not traced, and not simulated
+    (one program runs every rank of the simulated world)."""
+    return not traced() and not isinstance(x, LocalTensor)
 
 
 def check_agreement(step: Step, comm: Comm, x: torch.Tensor) -> None:

@@ -1,6 +1,15 @@
-"""Typed collectives against the raw torch.distributed calls, 4 local gloo ranks.
+"""Typed collectives against the raw torch.distributed calls, on local ranks or in the simulated world.
 
     .venv/bin/python scripts/bench_collectives.py [--rounds 11] [--min-size 1024] [--max-size 16777216] [--validate]
+        [--world 4] [--backend gloo|nccl] [--device cpu|cuda] [--simulated]
+
+By default 4 local gloo ranks on CPU tensors.  ``--device cuda`` puts the
+tensors on the GPU (rank ``r`` on GPU ``r`` modulo the GPUs there are, so
+gloo ranks share one GPU; NCCL needs a GPU per rank, e.g. ``--world 1`` on
+one GPU), and every timed batch ends with ``torch.cuda.synchronize()``.
+``--simulated`` runs one process, torch's ``LocalTensorMode`` over its
+``fake`` process group, each tensor holding every rank's part: typed and raw
+calls are the same calls there, emulated.
 
 For each per-rank input size (1 KiB .. 16 MiB of float32 by default; powers
 of 4 between ``--min-size`` and ``--max-size`` bytes) and each collective,
@@ -27,6 +36,7 @@ all_to_all(x, ax, src=S(0), dst=S(0))  dist.all_to_all_single(out, x)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import statistics
@@ -37,18 +47,20 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.distributed._local_tensor import LocalTensorMode
 
 import spmd_stubs as spmd
 from spmd_stubs import P, R, S
 from spmd_stubs.types import MeshAxis
 
 WORLD = 4
+"""The ranks of the world, set by :func:`main` (the raw calls size their outputs by it)."""
 SIZES = [1 << n for n in range(10, 25, 2)]
 """1 KiB, 4 KiB, ... 16 MiB per rank."""
 
 
 class world(MeshAxis):  # noqa: N801 -- an axis bound to the whole world
-    """All four ranks."""
+    """All the ranks."""
 
 
 Pair = tuple[Callable[[torch.Tensor], object], Callable[[torch.Tensor], object]]
@@ -91,17 +103,23 @@ Times = tuple[float, float]
 
 
 def _time(fn: Callable[[torch.Tensor], object], x: torch.Tensor, iters: int) -> Times:
+    """Seconds per call of ``fn(x)`` over ``iters`` calls, the GPU's work finished."""
     dist.barrier()
     start, start_cpu = time.perf_counter(), time.thread_time()
     for _ in range(iters):
         fn(x)
+    if x.is_cuda:
+        torch.cuda.synchronize()
     return (time.perf_counter() - start) / iters, (time.thread_time() - start_cpu) / iters
 
 
-def _bench(size: int, rounds: int) -> list[tuple[str, int, dict[str, list[Times]]]]:
-    """Per collective: typed and raw, each round's times on this rank."""
+Rows = list[tuple[str, int, dict[str, list[Times]]]]
+
+
+def _bench(make: Callable[[int], torch.Tensor], size: int, rounds: int) -> Rows:
+    """Per collective: typed and raw, each round's times on this rank; ``make(n)`` gives an input of n floats."""
     rows = []
-    x = torch.randn(size // 4)
+    x = make(size // 4)
     iters = max(4, (1 << 18) // size)
     for name, (typed, raw) in PAIRS.items():
         variants = {"typed": typed, "raw": raw}
@@ -132,26 +150,59 @@ def _row(name: str, size: int, per_rank: list[dict[str, list[Times]]]) -> str:
     )
 
 
-def _worker(rank: int, port: int, rounds: int, sizes: list[int], validate: bool) -> None:
+def _header(setting: str, rounds: int) -> None:
+    print(f"{setting}; load average {os.getloadavg()[0]:.2f}; {rounds} rounds, medians")
+    print("| op | size per rank | typed ms | raw ms | typed/raw | typed CPU ms | raw CPU ms | CPU typed/raw |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+
+
+def _footer() -> None:
+    print(f"load average {os.getloadavg()[0]:.2f} after", flush=True)
+
+
+def _worker(rank: int, port: int, args: argparse.Namespace, sizes: list[int]) -> None:
+    """One real rank: every size and collective, the table printed by rank 0."""
+    global WORLD
+    WORLD = args.world
     torch.set_num_threads(1)
-    spmd.set_validation(validate)
+    spmd.set_validation(args.validate)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD, timeout=timedelta(seconds=120))
+    device = torch.device(args.device, rank % torch.cuda.device_count()) if args.device == "cuda" else None
+    if device is not None:
+        torch.cuda.set_device(device)
+    dist.init_process_group(args.backend, rank=rank, world_size=WORLD, timeout=timedelta(seconds=120), device_id=device)
     spmd.bind_groups({world: dist.group.WORLD})
     if rank == 0:
-        print(f"load average {os.getloadavg()[0]:.2f}; {rounds} rounds, medians")
-        print("| op | size per rank | typed ms | raw ms | typed/raw | typed CPU ms | raw CPU ms | CPU typed/raw |")
-        print("|---|---|---|---|---|---|---|---|", flush=True)
+        _header(f"{WORLD} {args.backend} ranks, {args.device} tensors", args.rounds)
     for size in sizes:
-        for name, size, times in _bench(size, rounds):
+        for name, size, times in _bench(lambda n: torch.randn(n, device=device), size, args.rounds):
             gathered: list[Any] = [None] * WORLD
             dist.all_gather_object(gathered, times)
             if rank == 0:
                 print(_row(name, size, gathered), flush=True)
     if rank == 0:
-        print(f"load average {os.getloadavg()[0]:.2f} after", flush=True)
+        _footer()
     # Every rank done before any tears down (gloo aborts a rank whose peer left mid-exchange).
     dist.barrier()
+    dist.destroy_process_group()
+
+
+def _simulated(args: argparse.Namespace, sizes: list[int]) -> None:
+    """The simulated world: one process, each tensor every rank's part."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
+
+    global WORLD
+    WORLD = args.world
+    dist.init_process_group("fake", rank=0, world_size=WORLD, store=FakeStore())
+    spmd.bind_groups({world: dist.group.WORLD})
+    _header(f"simulated world of {WORLD} ranks, {args.device} tensors", args.rounds)
+    with contextlib.ExitStack() as stack:
+        mode = stack.enter_context(LocalTensorMode(WORLD))
+        make = lambda n: mode.rank_map(lambda r: torch.randn(n, device=args.device))  # noqa: E731
+        for size in sizes:
+            for name, size, times in _bench(make, size, args.rounds):
+                print(_row(name, size, [times]), flush=True)
+    _footer()
     dist.destroy_process_group()
 
 
@@ -161,12 +212,18 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--min-size", type=int, default=1 << 10, help="smallest per-rank size, bytes")
     parser.add_argument("--max-size", type=int, default=1 << 24, help="largest per-rank size, bytes")
     parser.add_argument("--validate", action="store_true", help="typed calls in validation mode")
+    parser.add_argument("--world", type=int, default=WORLD, help="ranks")
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
+    parser.add_argument("--simulated", action="store_true", help="one process, LocalTensorMode")
     args = parser.parse_args(argv)
     sizes = [size for size in SIZES if args.min_size <= size <= args.max_size]
+    if args.simulated:
+        return _simulated(args, sizes)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.start_processes(_worker, args=(port, args.rounds, sizes, args.validate), nprocs=WORLD, start_method="spawn")
+    mp.start_processes(_worker, args=(port, args, sizes), nprocs=args.world, start_method="spawn")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
 """A training step of the typed GPT example against the same model with raw Megatron-style comms.
 
     .venv/bin/python scripts/bench_step.py [--blocks 6] [--steps-per-block 5] [--raw-out-of-place]
+        [--device cpu|cuda] [--nccl]
 
 Four local gloo ranks (2 dp x 2 tp) build ``examples/gpt/tp_gpt.py``'s model
-once.  The "raw" variant runs the very same model with the module-level name
+once, on CPU tensors or, with ``--device cuda``, on the GPU (rank ``r`` on
+GPU ``r`` modulo the GPUs there are: gloo ranks may share one).  ``--nccl``
+runs one NCCL rank on one GPU instead (1 dp x 1 tp: NCCL needs a GPU per
+rank), whose collectives are real NCCL calls over a group of one.  The "raw" variant runs the very same model with the module-level name
 ``spmd`` of ``tp_gpt`` pointed at :class:`MegatronComm`: every typed
 collective or cast the model calls is served by a hand-written
 ``torch.autograd.Function`` calling ``torch.distributed`` directly, as
@@ -27,6 +31,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import socket
 import statistics
 import sys
 import time
@@ -48,6 +53,8 @@ from spmd_stubs import I, P, Pmax, R, S, V
 from spmd_stubs.axes import dp, tp
 
 MESH = (2, 2)  # (dp, tp)
+DEVICE = torch.device("cpu")
+"""Where this rank's model and batch live (set by :func:`rank_main`)."""
 WARMUP = 5
 CONFIG = tp_gpt.Config(vocab=512, hidden=128, heads=8, ffn=512, layers=2, seq=64, batch=8)
 Group = Optional[dist.ProcessGroup]
@@ -223,10 +230,10 @@ class Setup:
 def build(cfg: tp_gpt.Config, dp_rank: int, tp_rank: int) -> Setup:
     """The model in float32 and this dp rank's micro-batch (every tp rank sees all of it)."""
     dp_size, tp_size = MESH
-    model = tp_gpt.GPT(cfg, tp_gpt.init_full_params(cfg), tp_rank, tp_size).float()
+    model = tp_gpt.GPT(cfg, tp_gpt.init_full_params(cfg), tp_rank, tp_size).float().to(DEVICE)
     gen = torch.Generator().manual_seed(1000)
-    tokens = torch.randint(cfg.vocab, (cfg.seq, cfg.batch), generator=gen)
-    targets = torch.randint(cfg.vocab, (cfg.seq, cfg.batch), generator=gen)
+    tokens = torch.randint(cfg.vocab, (cfg.seq, cfg.batch), generator=gen).to(DEVICE)
+    targets = torch.randint(cfg.vocab, (cfg.seq, cfg.batch), generator=gen).to(DEVICE)
     return Setup(model, tokens.chunk(dp_size, 1)[dp_rank], targets.chunk(dp_size, 1)[dp_rank])
 
 
@@ -254,7 +261,8 @@ def max_difference(setup: Setup, raw: MegatronComm) -> float:
 
 
 def timed_steps(setup: Setup, comms: Any, count: int) -> list[tuple[float, float]]:
-    """(wall, main-thread CPU) seconds per step, ``count`` steps, a barrier before each.
+    """(wall, main-thread CPU) seconds per step, ``count`` steps, a barrier before each
+    and, on a GPU, its work finished at the end of each.
 
     The main thread's CPU time is the rank's own work, Python and kernels
     (gloo runs the collectives on its own threads while the main thread
@@ -267,6 +275,8 @@ def timed_steps(setup: Setup, comms: Any, count: int) -> list[tuple[float, float
             dist.barrier()
             start, start_cpu = time.perf_counter(), time.thread_time()
             step(setup)
+            if DEVICE.type == "cuda":
+                torch.cuda.synchronize()
             times.append((time.perf_counter() - start, time.thread_time() - start_cpu))
     return times
 
@@ -286,20 +296,46 @@ def bench_config(cfg: tp_gpt.Config, ranks: tuple[int, int], blocks: int, per_bl
     return {"sp": cfg.sequence_parallel, "difference": difference, "times": times}
 
 
-def rank_main(blocks: int, per_block: int, in_place: bool) -> list[dict[str, Any]]:
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """What every rank runs: the mesh, where the tensors live, how many steps, how raw all-reduces."""
+
+    mesh: tuple[int, int]
+    device: str
+    blocks: int
+    per_block: int
+    in_place: bool
+
+
+def rank_main(run: Run) -> list[dict[str, Any]]:
     """Both SP modes on this rank, in one world."""
-    global IN_PLACE
-    IN_PLACE = in_place
-    mesh = init_device_mesh("cpu", MESH, mesh_dim_names=("dp", "tp"))
+    global IN_PLACE, MESH, DEVICE
+    IN_PLACE, MESH = run.in_place, run.mesh
+    if run.device == "cuda":
+        DEVICE = torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
+        torch.cuda.set_device(DEVICE)
+    mesh = init_device_mesh(DEVICE.type, MESH, mesh_dim_names=("dp", "tp"))
     spmd.bind_mesh(mesh)
     ranks = mesh.get_local_rank("dp"), mesh.get_local_rank("tp")
     try:
         return [
-            bench_config(dataclasses.replace(CONFIG, sequence_parallel=sp), ranks, blocks, per_block)
+            bench_config(dataclasses.replace(CONFIG, sequence_parallel=sp), ranks, run.blocks, run.per_block)
             for sp in (False, True)
         ]
     finally:
         spmd.unbind()
+
+
+def run_alone_on_nccl(fn: Callable[[Run], Any], run: Run) -> list[Any]:
+    """``fn(run)`` here, as the one rank of an NCCL world on GPU 0; its result as the only rank's."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(s.getsockname()[1]))
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    try:
+        return [fn(run)]
+    finally:
+        dist.destroy_process_group()
 
 
 # --------------------------------------------------------------------------
@@ -317,7 +353,7 @@ def mean_rank(per_rank: list[list[float]]) -> list[float]:
     return [statistics.fmean(step_times) for step_times in zip(*per_rank)]
 
 
-def table(per_rank: list[list[dict[str, Any]]]) -> list[str]:
+def table(mesh: tuple[int, int], per_rank: list[list[dict[str, Any]]]) -> list[str]:
     """Markdown rows: config; typed and raw median wall ms/step (slowest rank) and
     main-thread CPU ms/step (mean rank), their typed/raw ratios; max difference."""
     rows = [
@@ -334,7 +370,7 @@ def table(per_rank: list[list[dict[str, Any]]]) -> list[str]:
         difference = max(rank[index]["difference"] for rank in per_rank)
         sp = "on" if result["sp"] else "off"
         rows.append(
-            f"| 2 dp x 2 tp, SP {sp} | {wall['typed']:.1f} | {wall['raw']:.1f} | {wall['typed'] / wall['raw']:.3f} "
+            f"| {mesh[0]} dp x {mesh[1]} tp, SP {sp} | {wall['typed']:.1f} | {wall['raw']:.1f} | {wall['typed'] / wall['raw']:.3f} "
             f"| {cpu['typed']:.1f} | {cpu['raw']:.1f} | {cpu['typed'] / cpu['raw']:.3f} | {difference:.1e} |"
         )
     return rows
@@ -352,14 +388,25 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument(
         "--raw-out-of-place", action="store_true", help="raw all-reduces a copy, not the caller's tensor (as typed does)"
     )
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
+    parser.add_argument("--nccl", action="store_true", help="one NCCL rank on one GPU (implies --device cuda)")
     args = parser.parse_args(argv)
-    print(f"{CONFIG}, float32, {os.cpu_count()} cores; before: {load()}", flush=True)
-    per_rank = spawn(
-        rank_main, args.blocks, args.steps_per_block, not args.raw_out_of_place, world_size=MESH[0] * MESH[1], timeout=1800
+    run = Run(
+        mesh=(1, 1) if args.nccl else MESH,
+        device="cuda" if args.nccl else args.device,
+        blocks=args.blocks,
+        per_block=args.steps_per_block,
+        in_place=not args.raw_out_of_place,
     )
+    backend = "one NCCL rank" if args.nccl else f"{run.mesh[0] * run.mesh[1]} gloo ranks"
+    print(f"{CONFIG}, float32, {backend}, {run.device} tensors, {os.cpu_count()} cores; before: {load()}", flush=True)
+    if args.nccl:
+        per_rank = run_alone_on_nccl(rank_main, run)
+    else:
+        per_rank = spawn(rank_main, run, world_size=MESH[0] * MESH[1], timeout=1800)
     raw = "raw all-reduces on a copy" if args.raw_out_of_place else "raw all-reduces in place"
     print(f"after: {load()}; {args.blocks * args.steps_per_block} timed steps per variant, {WARMUP} warmup; {raw}")
-    print("\n".join(table(per_rank)))
+    print("\n".join(table(run.mesh, per_rank)))
     return 0
 
 

@@ -33,6 +33,13 @@ def test_bench_collectives_prints_wall_and_cpu_ratios() -> None:
         assert re.search(rf"^\| {op} \| 1 KiB \|.*\| {RATIO} \|.*\| {RATIO} \|$", out, re.M), out
 
 
+def test_bench_collectives_runs_in_the_simulated_world() -> None:
+    out = _run("bench_collectives.py", "--simulated", "--rounds", "1", "--max-size", "1024")
+    assert out.startswith("simulated world of 4 ranks, cpu tensors;"), out
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        assert re.search(rf"^\| {op} \| 1 KiB \|.*\| {RATIO} \|.*\| {RATIO} \|$", out, re.M), out
+
+
 def test_bench_call_overhead_prints_every_call() -> None:
     out = _run("bench_call_overhead.py", "--calls", "5", "--rounds", "1")
     rows = [line for line in out.splitlines() if re.match(r"^\| \w+\(.*\) \| [\d.]+ \| [\d.]+ \| [+-][\d.]+ \|$", line)]

@@ -2,8 +2,8 @@
 
 What a call needs before it communicates: a group this rank is in
 (:func:`check_member`, once per call site), a live process group
-(:func:`check_live`, every call: ``destroy_process_group()`` may end it
-between two calls) and, for an average, a dtype that keeps it
+(every call, else :func:`no_process_group`: ``destroy_process_group()`` may
+end it between two calls) and, for an average, a dtype that keeps it
 (:func:`check_averageable`, every call).
 
 Type validity is not checked here but in the core (:func:`spmd_stubs.core.transition`,
@@ -115,14 +115,13 @@ def check_member(group: dist.ProcessGroup, op: str, label: str) -> None:
         )
 
 
-def check_live(op: str, label: str) -> None:
-    """After ``destroy_process_group()`` the cached groups are dead: say so instead of using them."""
-    if not dist.is_initialized():
-        raise ValueError(
-            f"{op}(x, {label}, ...) runs with no process group: torch.distributed is not initialized, or "
-            f"destroy_process_group() ended it. Fix: init_process_group(...) and bind the axes again "
-            f"(spmd.bind_mesh / spmd.bind_groups)."
-        )
+def no_process_group(op: str, label: str) -> ValueError:
+    """The error of a call once ``destroy_process_group()`` ended the cached groups (or before any)."""
+    return ValueError(
+        f"{op}(x, {label}, ...) runs with no process group: torch.distributed is not initialized, or "
+        f"destroy_process_group() ended it. Fix: init_process_group(...) and bind the axes again "
+        f"(spmd.bind_mesh / spmd.bind_groups)."
+    )
 
 
 def check_averageable(x: torch.Tensor, op: str, label: str) -> None:

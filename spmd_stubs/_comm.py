@@ -28,9 +28,12 @@ _wait = cast(Callable[[torch.Tensor], torch.Tensor], funcol.wait_tensor)
 """``funcol.wait_tensor``, which torch leaves unannotated."""
 
 
-def traced() -> bool:
-    """Whether ``torch.compile`` is tracing the call (it traces functional collectives only)."""
-    return torch.compiler.is_compiling()
+traced: Callable[[], bool] = torch.compiler.is_compiling
+"""Whether ``torch.compile`` is tracing the call (it traces functional collectives only).
+
+Torch's function itself, asked on every call: a wrapper would be one more
+Python call per collective.
+"""
 
 
 def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") -> torch.Tensor:

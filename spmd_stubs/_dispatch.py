@@ -16,16 +16,16 @@ from typing import Any, Callable, Optional, Sequence, TypeVar, cast
 import torch
 import torch.distributed as dist
 
-from spmd_stubs import core
+from spmd_stubs import _validation, core
 from spmd_stubs._collective_args import (
     backend_error,
     check_averageable,
-    check_live,
     check_member,
     checked_split_sizes,
+    no_process_group,
 )
 from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
-from spmd_stubs._validation import between_real_ranks, check_agreement, validating
+from spmd_stubs._validation import between_real_ranks, check_agreement
 from spmd_stubs.core import AxisType, Kind, Step
 from spmd_stubs.mesh import AxisLike, axes_label, binding_cache, group_and_size
 from spmd_stubs.types import SpmdTypeLike, to_axis_type
@@ -133,71 +133,104 @@ class _Typed(torch.autograd.Function):
     """One typed operation: the table's kernel forward, ``backward_of`` backward."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, plan: _Plan, comm: Comm, divisor: int) -> torch.Tensor:
-        ctx.plan, ctx.comm, ctx.divisor = plan, comm, divisor
-        y = plan.run(x, comm, divisor)
-        if plan.share:
+    def forward(ctx: Any, x: torch.Tensor, bound: _Bound) -> torch.Tensor:
+        ctx.bound = bound
+        y = bound.plan.run(x, bound.comm, bound.divisor)
+        if bound.plan.share:
             ctx.save_for_backward(x, y)
         return y
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], None, None, None]:
-        # Through _apply: the backward is differentiable too (create_graph=True).
-        # Dividing by a constant is self-adjoint, so op="avg" keeps its divisor.
-        back = _backward_plan(ctx.plan)
-        out = _apply(grad, back, ctx.comm, ctx.divisor)
-        if ctx.plan.share:
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], None]:
+        # Through apply: the backward is differentiable too (create_graph=True).
+        bound: _Bound = ctx.bound
+        back = bound.backward
+        out = back.apply(grad)
+        if bound.plan.share:
             x, y = ctx.saved_tensors
             # The extremum in x's layout: all_reduce's result is, reduce_scatter's gathers.
-            whole = y if ctx.plan.step.op == "all_reduce" else back.run(y.detach(), ctx.comm, 1)
-            out = out * partial_share(x.detach(), whole.detach(), ctx.comm, ctx.plan.share)
-        return out, None, None, None
+            whole = y if bound.plan.step.op == "all_reduce" else back.plan.run(y.detach(), back.comm, 1)
+            out = out * partial_share(x.detach(), whole.detach(), back.comm, bound.plan.share)
+        return out, None
 
 
-_record = cast("Callable[[torch.Tensor, _Plan, Comm, int], torch.Tensor]", _Typed.apply)
+_record = cast("Callable[[torch.Tensor, _Bound], torch.Tensor]", _Typed.apply)
 """``_Typed.apply``, which torch leaves unannotated."""
 
 
-def _apply(x: torch.Tensor, plan: _Plan, comm: Comm, divisor: int) -> torch.Tensor:
-    """``plan`` on ``x``, recorded for autograd only where a gradient can flow.
+class _Bound:
+    """A plan on its group: what a recorded :class:`_Typed` node holds (an eager call's site itself).
 
-    An identity forward returns ``x`` itself where no node is recorded (the
-    raw code's ``return x``; a view would share its storage all the same),
-    and where the backward is a reinterpret too, whose node would pass the
-    gradient through unchanged.
+    ``divisor`` divides the result: an average's group size, else 1.
     """
-    recording = torch.is_grad_enabled() and x.requires_grad
-    if divisor == 1 and (plan.passthrough if recording else plan.moves_nothing):
-        return x
-    if recording:
-        return _record(x, plan, comm, divisor)
-    return plan.run(x, comm, divisor)
+
+    __slots__ = ("plan", "comm", "divisor", "_backward")
+
+    def __init__(self, plan: _Plan, comm: Comm, divisor: int) -> None:
+        self.plan, self.comm, self.divisor = plan, comm, divisor
+        self._backward: Optional[_Bound] = None
+
+    @property
+    def backward(self) -> _Bound:
+        """The backward's plan on the same group, with the same divisor (scaling is self-adjoint).
+
+        Made on the first backward and kept, so an eager site's nodes share it;
+        not kept under ``torch.compile``, whose traced code must not mutate it.
+        """
+        back = self._backward
+        if back is None:
+            back = _Bound(_backward_plan(self.plan), self.comm, self.divisor)
+            if not torch.compiler.is_compiling():
+                self._backward = back
+        return back
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        """The plan on ``x``, recorded for autograd only where a gradient can flow.
+
+        An identity forward returns ``x`` itself where no node is recorded (the
+        raw code's ``return x``; a view would share its storage all the same),
+        and where the backward is a reinterpret too, whose node would pass the
+        gradient through unchanged.
+        """
+        plan = self.plan
+        recording = torch.is_grad_enabled() and x.requires_grad
+        if self.divisor == 1 and (plan.passthrough if recording else plan.moves_nothing):
+            return x
+        if recording:
+            return _record(x, self)
+        return plan.run(x, self.comm, self.divisor)
 
 
-@dataclass(frozen=True)
-class _Site:
+class _Site(_Bound):
     """One distinct call (operation, axis, src, dst, options), its type-level work done.
 
-    What is left per call depends on the tensor or on the moment: the process
-    group still being alive, an average's dtype, validation mode's exchange.
+    Calling it does what is left per call, which depends on the tensor or on
+    the moment: the process group still being alive, an average's dtype,
+    validation mode's exchange; then the plan.
     """
 
-    op: str
-    plan: Optional[_Plan]
-    """None: a cast to the type ``x`` already has, which returns ``x``."""
-    comm: Optional[Comm]
-    divisor: int
-    averages: bool
+    __slots__ = ("op", "averages")
+
+    def __init__(self, op: str, plan: _Plan, comm: Comm, divisor: int, averages: bool) -> None:
+        super().__init__(plan, comm, divisor)
+        self.op, self.averages = op, averages
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.plan is None or self.comm is None:
-            return x
-        check_live(self.op, self.comm.axis)
+        if not dist.is_initialized():
+            raise no_process_group(self.op, self.comm.axis)
         if self.averages:
             check_averageable(x, self.op, self.comm.axis)
-        if validating() and between_real_ranks(x):
+        if _validation.active and between_real_ranks(x):
             check_agreement(self.plan.step, self.comm, x)
-        return _apply(x, self.plan, self.comm, self.divisor)
+        return self.apply(x)
+
+
+def _unchanged(x: torch.Tensor) -> torch.Tensor:
+    """The site of a cast to the type ``x`` already has."""
+    return x
+
+
+Site = Callable[[torch.Tensor], torch.Tensor]
 
 
 def call_site(
@@ -209,16 +242,17 @@ def call_site(
     split_sizes: Optional[Sequence[int]] = None,
     group: Optional[dist.ProcessGroup] = None,
     average: bool = False,
-) -> _Site:
-    """The :class:`_Site` of ``op(x, axis, src=src, dst=dst, ...)``, or the call's error."""
+) -> Site:
+    """The site of ``op(x, axis, src=src, dst=dst, ...)`` (what to call on ``x``), or the call's error."""
     label = axes_label(axis)
     plan = _validated(op, src, dst, label, expert_mode)
     if plan is None:
-        return _Site(op, None, None, 1, False)
+        return _unchanged
     # A pending avg resolves as the sum divided by the axis size, like op="avg".
     averages = average or src.reduce == "avg"
     pg, size = group_and_size(axis) if group is None else (group, dist.get_world_size(group))
-    check_live(op, label)
+    if not dist.is_initialized():
+        raise no_process_group(op, label)
     if group is not None:
         check_member(group, op, label)
     comm = Comm(pg, size, checked_split_sizes(split_sizes, size, label, src, dst), label)
@@ -228,7 +262,7 @@ def call_site(
 _MAX_SITES = 4096
 """Distinct calls kept; beyond, the cache starts afresh (calls with ever new ``split_sizes``)."""
 
-_sites: dict[tuple[Any, ...], _Site] = binding_cache()
+_sites: dict[tuple[Any, ...], Site] = binding_cache()
 """A call's arguments but the tensor -> its site; emptied by every (un)binding (a site holds its group)."""
 
 
@@ -265,6 +299,6 @@ def typed_call(
     return site(x)
 
 
-def _site_of(op: str, axis: AxisLike, src: SpmdTypeLike, dst: SpmdTypeLike, *options: Any) -> _Site:
+def _site_of(op: str, axis: AxisLike, src: SpmdTypeLike, dst: SpmdTypeLike, *options: Any) -> Site:
     """:func:`call_site` with the user's ``src``/``dst`` (``R``, ``S(0)``) turned into the algebra's types."""
     return call_site(op, axis, to_axis_type(src), to_axis_type(dst), *options)

@@ -200,14 +200,16 @@ def _zeros_part(t: torch.Tensor, dim: int, length: int) -> torch.Tensor:
     return t.new_zeros(shape)
 
 
-def _reduction(src: AxisType) -> str:
-    """What the communication reduces with: max/min, else the sum (an avg divides it afterwards)."""
-    return src.reduce if src.extremum else "sum"
+_REDUCED_WITH = {"sum": "sum", "avg": "sum", "max": "max", "min": "min"}
+"""A pending reduction -> what the communication reduces with (an avg divides the sum afterwards).
+
+A lookup, not a function: the kernels ask on every call.
+"""
 
 
 def _all_reduce(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
     """all_reduce(P, R|I): every rank gets the sum (the max, the min)."""
-    return all_reduce_on(x, comm.group, _reduction(src))
+    return all_reduce_on(x, comm.group, _REDUCED_WITH[src.reduce])
 
 
 def _all_gather(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
@@ -233,7 +235,7 @@ def _padded_part(x: torch.Tensor, comm: Comm, layout: AxisType) -> torch.Tensor:
 
 def _reduce_scatter(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
     """reduce_scatter(P, V|S(i)): rank k gets part k of the sum (the max, the min)."""
-    op = _reduction(src)
+    op = _REDUCED_WITH[src.reduce]
     if dst.shard is None:
         _check_whole(x, comm, dst)
         return _reduce_scatter_stacked(x, comm, op)

@@ -28,7 +28,8 @@ from spmd_stubs._comm import traced
 from spmd_stubs._kernels import Comm
 from spmd_stubs.core import Step
 
-_enabled = os.environ.get("SPMD_VALIDATE", "0").strip() not in ("", "0")
+active = os.environ.get("SPMD_VALIDATE", "0").strip() not in ("", "0")
+"""Whether typed calls check agreement; read on every call, so a module attribute, not a function."""
 
 Call = tuple[str, tuple[Optional[int], ...], str]
 """What one rank calls: the call as written, the shape of x (None where parts may differ), the dtype."""
@@ -36,12 +37,8 @@ Call = tuple[str, tuple[Optional[int], ...], str]
 
 def set_validation(enabled: bool) -> None:
     """Turn validation mode on or off for every later typed collective of this process."""
-    global _enabled
-    _enabled = enabled
-
-
-def validating() -> bool:
-    return _enabled
+    global active
+    active = enabled
 
 
 def between_real_ranks(x: torch.Tensor) -> bool:

@@ -182,12 +182,29 @@ class S:
     """
 
     __slots__ = ("dim", "spmd_type")
+    dim: int
+    spmd_type: core.AxisType
 
-    def __init__(self, dim: int) -> None:
+    def __new__(cls, dim: int) -> S:
+        """One object per dim: ``S(0)`` written in a call costs a dict lookup,
+        and comparing and hashing it (as every typed call's site lookup does)
+        is by identity, in C."""
+        shard = _SHARDS.get(dim) if type(dim) is int else None
+        return shard if shard is not None else cls._first(dim)
+
+    @classmethod
+    def _first(cls, dim: int) -> S:
+        """``S(dim)`` for a dim not seen yet, or not given as a plain int (an ``IntEnum``)."""
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"S(dim) takes an int tensor dim, got {dim!r}")
-        self.dim = dim
-        self.spmd_type = core.Shard(dim)
+        dim = int(dim)
+        if dim not in _SHARDS:
+            shard = _SHARDS[dim] = super().__new__(cls)
+            shard.dim, shard.spmd_type = dim, core.Shard(dim)
+        return _SHARDS[dim]
+
+    def __reduce__(self) -> tuple[type[S], tuple[int]]:
+        return S, (self.dim,)
 
     def __matmul__(self, axis: AxisGroup) -> AxisAnnotation:
         return AxisAnnotation(self.spmd_type, axis)
@@ -196,14 +213,12 @@ class S:
         dim, *axes = params
         return AxisAnnotation(core.Shard(dim), axes[0] if len(axes) == 1 else tuple(axes))
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, S) and other.dim == self.dim
-
-    def __hash__(self) -> int:
-        return hash(("S", self.dim))
-
     def __repr__(self) -> str:
         return f"S({self.dim})"
+
+
+_SHARDS: dict[int, S] = {}
+"""``S(dim)`` by dim."""
 
 
 class Sharded(Generic[_Dim, Unpack[_Axes]]):

@@ -22,9 +22,8 @@ from typing import Optional
 
 import torch
 import torch.distributed as dist
-from torch.distributed._local_tensor import LocalTensor
 
-from spmd_stubs._comm import traced
+from spmd_stubs._comm import functional
 from spmd_stubs._kernels import Comm
 from spmd_stubs.core import Step
 
@@ -44,7 +43,7 @@ def set_validation(enabled: bool) -> None:
 def between_real_ranks(x: torch.Tensor) -> bool:
     """Whether ranks calling on ``x`` could disagree: not traced, and not simulated
     (one program runs every rank of the simulated world)."""
-    return not traced() and not isinstance(x, LocalTensor)
+    return not functional(x)
 
 
 def check_agreement(step: Step, comm: Comm, x: torch.Tensor) -> None:

@@ -361,6 +361,9 @@ def shard_outside_tensor(ctx: AnalyzeTypeContext) -> Type:
 
     mypy analyses that value as an expression first; ``S`` is no generic
     class, so without this hook it would reject ``S[0, tp]``.  The alias's
-    type itself comes from :func:`analyze_spmd_tensor`.
+    type itself comes from :func:`analyze_spmd_tensor`.  A bare ``S`` is
+    the class, as in ``src: S``.
     """
+    if not ctx.type.args:
+        return ctx.api.named_type(SHARD, [])
     return AnyType(TypeOfAny.special_form)

@@ -57,3 +57,10 @@ class Layer:
 def variable(x: torch.Tensor) -> None:
     y: Tensor[I@tp] = x
     reveal_type(y)  # N: Tensor[I@tp]
+
+
+def shard_class(src: S) -> S:
+    """A bare ``S`` is the class itself (a shard annotation needs its subscript)."""
+    reveal_type(src)  # N: spmd_stubs.types.S
+    reveal_type(S(0))  # N: spmd_stubs.types.S
+    return src

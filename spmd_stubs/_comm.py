@@ -20,7 +20,7 @@ from typing import Callable, cast
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
-from torch.distributed._local_tensor import LocalTensor
+from torch.distributed._local_tensor import LocalTensor, enabled_local_tensor_mode
 
 __all__ = ["REDUCE_OPS", "all_reduce_on", "all_gather_on", "reduce_scatter_on", "all_to_all_rows"]
 
@@ -39,8 +39,13 @@ _wait = cast(Callable[[torch.Tensor], torch.Tensor], funcol.wait_tensor)
 
 
 def functional(x: torch.Tensor) -> bool:
-    """Whether a call on ``x`` takes the functional collectives: traced, or simulated."""
-    return torch.compiler.is_compiling() or isinstance(x, LocalTensor)
+    """Whether a call on ``x`` takes the functional collectives: traced, or simulated
+    (a ``LocalTensor``, or any tensor while a ``LocalTensorMode`` is active)."""
+    if torch.compiler.is_compiling() or isinstance(x, LocalTensor):
+        return True
+    # A LocalTensorMode is a dispatch mode: with none on the stack (the usual
+    # case) one C call answers, instead of torch's three Python calls.
+    return bool(torch._C._len_torch_dispatch_stack()) and enabled_local_tensor_mode() is not None
 
 
 def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") -> torch.Tensor:

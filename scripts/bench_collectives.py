@@ -36,7 +36,6 @@ all_to_all(x, ax, src=S(0), dst=S(0))  dist.all_to_all_single(out, x)
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import socket
 import statistics
@@ -196,9 +195,11 @@ def _simulated(args: argparse.Namespace, sizes: list[int]) -> None:
     dist.init_process_group("fake", rank=0, world_size=WORLD, store=FakeStore())
     spmd.bind_groups({world: dist.group.WORLD})
     _header(f"simulated world of {WORLD} ranks, {args.device} tensors", args.rounds)
-    with contextlib.ExitStack() as stack:
-        mode = stack.enter_context(LocalTensorMode(WORLD))
-        make = lambda n: mode.rank_map(lambda r: torch.randn(n, device=args.device))  # noqa: E731
+    with LocalTensorMode(WORLD) as mode:
+
+        def make(n: int) -> torch.Tensor:
+            return mode.rank_map(lambda r: torch.randn(n, device=args.device))
+
         for size in sizes:
             for name, size, times in _bench(make, size, args.rounds):
                 print(_row(name, size, [times]), flush=True)

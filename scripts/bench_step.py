@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import dataclasses
 import os
-import socket
 import statistics
 import sys
 import time
@@ -46,7 +45,7 @@ from torch.distributed.device_mesh import init_device_mesh
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gpt"))
 
 import tp_gpt
-from gloo_launch import spawn
+from gloo_launch import free_port, spawn
 
 import spmd_stubs as spmd
 from spmd_stubs import I, P, Pmax, R, S, V
@@ -328,9 +327,7 @@ def rank_main(run: Run) -> list[dict[str, Any]]:
 
 def run_alone_on_nccl(fn: Callable[[Run], Any], run: Run) -> list[Any]:
     """``fn(run)`` here, as the one rank of an NCCL world on GPU 0; its result as the only rank's."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(s.getsockname()[1]))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
     try:
         return [fn(run)]

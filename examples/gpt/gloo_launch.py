@@ -36,7 +36,8 @@ def run_here(fn: Callable[..., Any], *args: Any) -> Any:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on this machine now, for a local world's rendezvous."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -56,7 +57,7 @@ def spawn(fn: Callable[..., Any], *args: Any, world_size: int = 4, timeout: floa
     # typed per start method (a SpawnContext has .Process) for every checker.
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_rank_main, args=(r, world_size, port, fn, args, results)) for r in range(world_size)]
     for p in procs:
         p.start()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from spmd_stubs.collectives import (
         all_gather,
         all_reduce,
+        all_reduce_,
         all_to_all,
         convert,
         redistribute,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "all_reduce": "spmd_stubs.collectives",
+    "all_reduce_": "spmd_stubs.collectives",
     "all_gather": "spmd_stubs.collectives",
     "reduce_scatter": "spmd_stubs.collectives",
     "all_to_all": "spmd_stubs.collectives",
@@ -76,6 +78,7 @@ __all__ = [
     "assert_type",
     "flags",
     "all_reduce",
+    "all_reduce_",
     "all_gather",
     "reduce_scatter",
     "all_to_all",

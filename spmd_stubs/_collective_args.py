@@ -124,6 +124,15 @@ def no_process_group(op: str, label: str) -> ValueError:
     )
 
 
+def not_differentiable(op: str, label: str) -> ValueError:
+    """The error of an in-place collective on a tensor autograd would differentiate through."""
+    return ValueError(
+        f"{op}(x, {label}, ...) reduces x in place, which autograd cannot differentiate, and x requires a "
+        f"gradient. Fix: y = {op.rstrip('_')}(x, {label}, ...) (out of place, differentiable), or run the "
+        f"in-place form on a gradient (p.grad) or under torch.no_grad()."
+    )
+
+
 def check_averageable(x: torch.Tensor, op: str, label: str) -> None:
     """An average of integers is no integer: refuse instead of changing the dtype."""
     if not (x.is_floating_point() or x.is_complex()):

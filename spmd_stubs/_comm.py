@@ -22,7 +22,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch.distributed._local_tensor import LocalTensor, enabled_local_tensor_mode
 
-__all__ = ["REDUCE_OPS", "all_reduce_on", "all_gather_on", "reduce_scatter_on", "all_to_all_rows"]
+__all__ = ["REDUCE_OPS", "all_reduce_on", "all_reduce_into", "all_gather_on", "reduce_scatter_on", "all_to_all_rows"]
 
 REDUCE_OPS = {
     name: dist.ReduceOp(op)
@@ -55,6 +55,18 @@ def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") ->
     out = x.clone(memory_format=torch.contiguous_format)
     dist.all_reduce(out, op=REDUCE_OPS[op], group=group)
     return out
+
+
+def all_reduce_into(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") -> torch.Tensor:
+    """:func:`all_reduce_on`'s result written over ``x`` itself, which is returned.
+
+    Eagerly on a contiguous ``x`` that is one in-place c10d call, with no
+    buffer of its own; otherwise the out-of-place result copied back.
+    """
+    if functional(x) or not x.is_contiguous():
+        return x.copy_(all_reduce_on(x, group, op))
+    dist.all_reduce(x, op=REDUCE_OPS[op], group=group)
+    return x
 
 
 def all_gather_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int) -> torch.Tensor:

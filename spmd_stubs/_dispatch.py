@@ -9,6 +9,7 @@ over it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar, cast
@@ -23,8 +24,9 @@ from spmd_stubs._collective_args import (
     check_member,
     checked_split_sizes,
     no_process_group,
+    not_differentiable,
 )
-from spmd_stubs._kernels import KERNELS, Comm, Kernel, partial_share
+from spmd_stubs._kernels import IN_PLACE_KERNELS, KERNELS, Comm, Kernel, partial_share
 from spmd_stubs._validation import between_real_ranks, check_agreement
 from spmd_stubs.core import AxisType, Kind, Step
 from spmd_stubs.mesh import AxisLike, axes_label, binding_cache, group_and_size
@@ -97,6 +99,12 @@ def _plan(step: Step) -> _Plan:
     kernel = KERNELS[core.row_of(step).kernel]
     passthrough = step.op == backward.op == "reinterpret"
     return _Plan(step, kernel, backward, passthrough, kernel is KERNELS["identity"], share)
+
+
+@_memoized
+def _in_place(plan: _Plan) -> _Plan:
+    """``plan`` with its kernel's in-place form (``all_reduce_``)."""
+    return dataclasses.replace(plan, kernel=IN_PLACE_KERNELS[core.row_of(plan.step).kernel])
 
 
 @_memoized
@@ -225,6 +233,22 @@ class _Site(_Bound):
         return self.apply(x)
 
 
+class _InPlaceSite(_Site):
+    """A site of ``all_reduce_``: the result written over ``x``, which is returned.
+
+    Never recorded for autograd (the in-place form is for gradients, which
+    have none of their own): a tensor that requires a gradient is refused.
+    """
+
+    __slots__ = ()
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and x.requires_grad:
+            raise not_differentiable(self.op, self.comm.axis)
+        y = self.plan.run(x, self.comm, 1)
+        return y if self.divisor == 1 else y.div_(self.divisor)
+
+
 def _unchanged(x: torch.Tensor) -> torch.Tensor:
     """The site of a cast to the type ``x`` already has."""
     return x
@@ -242,8 +266,12 @@ def call_site(
     split_sizes: Optional[Sequence[int]] = None,
     group: Optional[dist.ProcessGroup] = None,
     average: bool = False,
+    in_place: bool = False,
 ) -> Site:
-    """The site of ``op(x, axis, src=src, dst=dst, ...)`` (what to call on ``x``), or the call's error."""
+    """The site of ``op(x, axis, src=src, dst=dst, ...)`` (what to call on ``x``), or the call's error.
+
+    ``in_place``: ``op_``, which writes the result over ``x`` (``all_reduce_`` only).
+    """
     label = axes_label(axis)
     plan = _validated(op, src, dst, label, expert_mode)
     if plan is None:
@@ -256,6 +284,8 @@ def call_site(
     if group is not None:
         check_member(group, op, label)
     comm = Comm(pg, size, checked_split_sizes(split_sizes, size, label, src, dst), label)
+    if in_place:
+        return _InPlaceSite(f"{op}_", _in_place(plan), comm, size if averages else 1, averages)
     return _Site(op, plan, comm, size if averages else 1, averages)
 
 
@@ -277,6 +307,7 @@ def typed_call(
     split_sizes: Optional[Sequence[int]] = None,
     group: Optional[dist.ProcessGroup] = None,
     average: bool = False,
+    in_place: bool = False,
 ) -> torch.Tensor:
     """``op`` on ``x`` with the user's ``src``/``dst``; an eager call's site is worked out once.
 
@@ -284,7 +315,7 @@ def typed_call(
     traced code reads from a dict, and the trace runs once anyway).
     """
     sizes = None if split_sizes is None else tuple(split_sizes)
-    args = (op, axis, src, dst, expert_mode, sizes, group, average)
+    args = (op, axis, src, dst, expert_mode, sizes, group, average, in_place)
     if torch.compiler.is_compiling():
         return _site_of(*args)(x)
     try:

@@ -26,11 +26,11 @@ import torch
 import torch.distributed as dist
 
 from spmd_stubs import core
-from spmd_stubs._comm import all_gather_on, all_reduce_on, all_to_all_rows, reduce_scatter_on
+from spmd_stubs._comm import all_gather_on, all_reduce_into, all_reduce_on, all_to_all_rows, reduce_scatter_on
 from spmd_stubs._ranks import per_rank
 from spmd_stubs.core import AxisType
 
-__all__ = ["Comm", "KERNELS", "Kernel", "partial_share"]
+__all__ = ["Comm", "IN_PLACE_KERNELS", "KERNELS", "Kernel", "partial_share"]
 
 
 @dataclass(frozen=True)
@@ -212,6 +212,11 @@ def _all_reduce(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> to
     return all_reduce_on(x, comm.group, _REDUCED_WITH[src.reduce])
 
 
+def _all_reduce_in_place(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
+    """``all_reduce_``: :func:`_all_reduce`'s result written over ``x``, which is returned."""
+    return all_reduce_into(x, comm.group, _REDUCED_WITH[src.reduce])
+
+
 def _all_gather(x: torch.Tensor, comm: Comm, src: AxisType, dst: AxisType) -> torch.Tensor:
     """all_gather(V|S(i), R|I): every rank gets the parts stacked (V) or concatenated (S(i))."""
     if src.shard is None:
@@ -302,3 +307,6 @@ KERNELS: dict[str, Kernel] = {
     "all_to_all": _all_to_all,
 }
 """Kernel name -> forward kernel; :data:`spmd_stubs.core.TRANSITIONS` names one per row."""
+
+IN_PLACE_KERNELS: dict[str, Kernel] = {"all_reduce": _all_reduce_in_place}
+"""Kernel name -> its in-place form, which writes the result over its input (``all_reduce_``)."""

@@ -35,6 +35,7 @@ from spmd_stubs.types import AxisAnnotation, P, SpmdTypeLike, to_axis_type
 
 __all__ = [
     "all_reduce",
+    "all_reduce_",
     "all_gather",
     "reduce_scatter",
     "all_to_all",
@@ -86,11 +87,43 @@ def all_reduce(
 
         A  <=  A
     """
+    return typed_call("all_reduce", x, axis, src, dst, group=group, average=_averages(op, src))
+
+
+def all_reduce_(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike = P,
+    dst: SpmdTypeLike,
+    op: Literal["sum", "avg"] = "sum",
+    group: Optional[dist.ProcessGroup] = None,
+) -> torch.Tensor:
+    """``all_reduce_(x, axis, src=P, dst=R|I)``: :func:`all_reduce` written over ``x``, which is returned.
+
+    The gradient sync without a second buffer, as data-parallel trainers
+    write it (``dist.all_reduce(p.grad)``)::
+
+        spmd.all_reduce_(p.grad, dp, src=P, dst=R)
+
+    ``x`` then holds the sum, and every view of it or tensor sharing its
+    storage too (a flat gradient buffer and its parameters' views).  Not
+    differentiable: ``x`` must not require a gradient where autograd
+    records.  The checker accepts it where ``x`` keeps a type it can follow:
+    a parameter's ``.grad`` (read as the pending gradient either way, see
+    docs/porting.md) or an untyped tensor; on any other typed tensor it
+    would go on typing ``x`` as the pending sum (``spmd-inplace``).
+    """
+    return typed_call("all_reduce", x, axis, src, dst, group=group, average=_averages(op, src), in_place=True)
+
+
+def _averages(op: str, src: SpmdTypeLike) -> bool:
+    """``all_reduce``'s ``op``: whether it averages (``"avg"``), or its error."""
     if op not in ("sum", "avg"):
         raise ValueError(f'all_reduce op must be "sum" or "avg", got {op!r}')
     if op == "avg" and to_axis_type(src).reduce != "sum":
         raise ValueError(f'all_reduce op="avg" averages a pending sum; src={src!r} already names its reduction')
-    return typed_call("all_reduce", x, axis, src, dst, group=group, average=op == "avg")
+    return op == "avg"
 
 
 def all_gather(

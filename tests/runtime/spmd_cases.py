@@ -23,7 +23,7 @@ from typing import Callable, Optional, Protocol
 import torch
 
 import spmd_stubs as spmd
-from spmd_stubs import I, P, R, S, V, core
+from spmd_stubs import I, P, Pavg, Pmax, Pmin, R, S, V, core
 from spmd_stubs.core import AxisType, Kind
 
 Parts = dict[int, torch.Tensor]
@@ -182,7 +182,9 @@ def _zero_parts(x: torch.Tensor, layout: AxisType, n: int, sizes: Optional[list[
 def _as_arg(t: AxisType) -> object:
     if t.shard is not None:
         return S(t.shard)
-    return {Kind.R: R, Kind.I: I, Kind.V: V, Kind.P: P}[t.kind]
+    if t.kind is Kind.P:
+        return {"sum": P, "avg": Pavg, "max": Pmax, "min": Pmin}[t.reduce]
+    return {Kind.R: R, Kind.I: I, Kind.V: V}[t.kind]
 
 
 def call(case: Case, x: torch.Tensor, axis: object, n: int) -> torch.Tensor:
@@ -241,3 +243,40 @@ def check(
         lhs = _pair(case.dst.kind, [gs[r] for r in g], [ys[r].detach() for r in g])
         rhs = _pair(case.src.kind, [dxs[r] for r in g], [xs[r] for r in g])
         torch.testing.assert_close(lhs, rhs, msg=lambda m: f"adjoint identity fails on group {g}: {m}")
+
+
+def in_place_cases() -> list[Case]:
+    """The cases ``all_reduce_`` takes: every all_reduce case (sum, avg, src=V), and pending avg/max/min."""
+    pending = [Case("all_reduce", core.parse_axis_type(src), core.Replicate) for src in ("Pavg", "Pmax", "Pmin")]
+    return [case for case in cases() if case.op == "all_reduce"] + pending
+
+
+def check_in_place(world: World, case: Case, axis: object, groups: list[list[int]], seed: int = 0) -> None:
+    """``all_reduce_`` writes the out-of-place call's values over ``x`` itself.
+
+    On a contiguous ``x`` (a view of it sees the values) and on a transposed,
+    non-contiguous one; and it refuses an ``x`` that autograd would record.
+    """
+    n = len(groups[0])
+    xs = random_parts(groups, case.src.kind, lambda k: input_shape(case, n, k), seed)
+    in_place = Case("all_reduce_", case.src, case.dst, avg=case.avg)
+    for layout in (lambda t: t, lambda t: t.transpose(0, 1)):
+        expected = world.parts(call(case, layout(world.make(xs)), axis, n))
+        x = layout(world.make(xs))
+        flat_view = x.view(-1) if x.is_contiguous() else None
+        y = call(in_place, x, axis, n)
+        assert y is x, "all_reduce_ returns its input"
+        got = world.parts(x)
+        for rank in sorted(expected):
+            torch.testing.assert_close(got[rank], expected[rank], msg=lambda m: f"in place, rank {rank}: {m}")
+        if flat_view is not None:
+            views = world.parts(flat_view)
+            for rank in sorted(expected):
+                torch.testing.assert_close(views[rank], expected[rank].reshape(-1))
+    recorded = world.make(xs).requires_grad_()
+    try:
+        call(in_place, recorded, axis, n)
+    except ValueError as error:
+        assert "requires a gradient" in str(error), error
+    else:
+        raise AssertionError("all_reduce_ accepted a tensor that requires a gradient")

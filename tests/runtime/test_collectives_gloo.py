@@ -10,7 +10,7 @@ import functools
 
 import torch
 import torch.distributed as dist
-from spmd_cases import cases, check
+from spmd_cases import cases, check, check_in_place, in_place_cases
 from spmd_world import GROUPS, Check, GlooWorld, gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
 
@@ -23,6 +23,14 @@ def _case_check(case, axis, groups, mesh: DeviceMesh) -> None:  # type: ignore[n
     spmd.bind_mesh(mesh)
     try:
         check(GlooWorld(), case, axis, groups)
+    finally:
+        spmd.unbind()
+
+
+def _in_place_check(case, axis, groups, mesh: DeviceMesh) -> None:  # type: ignore[no-untyped-def]
+    spmd.bind_mesh(mesh)
+    try:
+        check_in_place(GlooWorld(), case, axis, groups)
     finally:
         spmd.unbind()
 
@@ -142,6 +150,8 @@ def _build_checks() -> dict[str, Check]:
     for case in cases():
         checks[f"tp:{case.id}"] = functools.partial(_case_check, case, tp, GROUPS["tp"])
         checks[f"dp_tp:{case.id}"] = functools.partial(_case_check, case, (dp, tp), GROUPS["dp_tp"])
+    for case in in_place_cases():
+        checks[f"in place, tp:{case.id}"] = functools.partial(_in_place_check, case, tp, GROUPS["tp"])
     for fn in (
         flattened_order_from_mesh,
         flattened_order_from_groups,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from spmd_cases import Case, cases, check
+from spmd_cases import Case, cases, check, check_in_place, in_place_cases
 from spmd_world import GROUPS, SimWorld
 
 from spmd_stubs import core
@@ -33,3 +33,8 @@ def test_on_tp(sim: SimWorld, case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_on_flattened_dp_tp(sim: SimWorld, case: Case) -> None:
     check(sim, case, (dp, tp), GROUPS["dp_tp"])
+
+
+@pytest.mark.parametrize("case", in_place_cases(), ids=lambda c: c.id)
+def test_in_place_all_reduce(sim: SimWorld, case: Case) -> None:
+    check_in_place(sim, case, tp, GROUPS["tp"])

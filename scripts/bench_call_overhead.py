@@ -39,14 +39,14 @@ from spmd_stubs.types import to_axis_type
 SHAPE = (4, 8)  # dim 0 splits over tp; V is stacked on it
 
 
-FORWARD_ONLY = {("all_reduce", spmd.P, spmd.R), ("all_reduce", spmd.Pmax, spmd.R), ("reinterpret", spmd.V, spmd.Pmax)}
+FORWARD_ONLY = {("all_reduce_", spmd.P, spmd.R), ("all_reduce", spmd.Pmax, spmd.R), ("reinterpret", spmd.V, spmd.Pmax)}
 """Calls the model makes where no gradient flows: the dp gradient sync (under
 ``no_grad``) and the cross entropy's row max (of detached logits)."""
 
 
 def _calls(op: str, src: Any, dst: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """The typed and the raw call of one ``RAW`` entry, with its backward where the model has one."""
-    axis = dp if (op, src, dst) == ("all_reduce", spmd.P, spmd.R) else tp
+    axis = dp if (op, src, dst) == ("all_reduce_", spmd.P, spmd.R) else tp
     group = spmd.group_of(axis)
     typed_fn, raw_fn = getattr(spmd, op), RAW[(op, src, dst)]
     if (op, src, dst) in FORWARD_ONLY:

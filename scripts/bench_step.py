@@ -65,9 +65,10 @@ Group = Optional[dist.ProcessGroup]
 
 
 IN_PLACE = True
-"""Megatron all-reduces the caller's tensor in place; ``--raw-out-of-place``
-reduces a copy instead, as the typed ``all_reduce`` (which never modifies its
-input) must."""
+"""Megatron's tensor-parallel all-reduces reduce the caller's tensor in place;
+``--raw-out-of-place`` reduces a copy instead, as the typed ``all_reduce``
+(which never modifies its input) must.  The gradient sync is in place on both
+sides (``spmd.all_reduce_``)."""
 
 
 def _reduce(x: torch.Tensor, group: Group) -> torch.Tensor:
@@ -143,6 +144,12 @@ class _ReduceScatterToSequenceParallelRegion(torch.autograd.Function):
         return _gather_along_first_dim(grad, ctx.group), None
 
 
+def _reduce_in_place(x: torch.Tensor, group: Group) -> torch.Tensor:
+    """DDP's gradient sync: an in-place all-reduce of the gradient."""
+    dist.all_reduce(x, group=group)
+    return x
+
+
 def _reduce_max(x: torch.Tensor, group: Group) -> torch.Tensor:
     """Megatron's vocab-parallel row max: an in-place MAX all-reduce of a detached value."""
     dist.all_reduce(x, op=dist.ReduceOp.MAX, group=group)
@@ -160,7 +167,7 @@ Raw = Callable[[torch.Tensor, Group], torch.Tensor]
 RAW: dict[tuple[str, Any, Any], Raw] = {
     ("convert", I, R): _CopyToModelParallelRegion.apply,
     ("all_reduce", P, I): _ReduceFromModelParallelRegion.apply,
-    ("all_reduce", P, R): _reduce,  # the dp gradient sync, under no_grad: in place, as DDP
+    ("all_reduce_", P, R): _reduce_in_place,  # the dp gradient sync
     ("all_gather", S(0), R): _GatherFromSequenceParallelRegion.apply,
     ("reduce_scatter", P, S(0)): _ReduceScatterToSequenceParallelRegion.apply,
     ("all_reduce", Pmax, R): _reduce_max,
@@ -181,6 +188,9 @@ class MegatronComm:
 
     def all_reduce(self, x: torch.Tensor, axis: Any, *, src: Any, dst: Any) -> torch.Tensor:
         return self._call("all_reduce", x, axis, src, dst)
+
+    def all_reduce_(self, x: torch.Tensor, axis: Any, *, src: Any, dst: Any) -> torch.Tensor:
+        return self._call("all_reduce_", x, axis, src, dst)
 
     def all_gather(self, x: torch.Tensor, axis: Any, *, src: Any, dst: Any) -> torch.Tensor:
         return self._call("all_gather", x, axis, src, dst)

@@ -42,7 +42,7 @@ from spmd_mypy.annotations import (
     tensor_type_of,
 )
 from spmd_mypy.global_mode import boundaries, regions
-from spmd_mypy.representation import result_type, retype, unknown_tensor, updated_members
+from spmd_mypy.representation import result_type, retype, spmd_members, unknown_tensor, updated_members
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Code, Partial, SpmdTypeError, TensorType, planner, sharding
 from spmd_stubs.core.megatron_table import HELPERS, Helper
@@ -80,7 +80,11 @@ def _fixed(helper: Helper) -> Fixed:
 MEGATRON: dict[str, Fixed] = {name: _fixed(helper) for name, helper in HELPERS.items()}
 """The porting table (:mod:`spmd_stubs.core.megatron_table`, shared with ``spmd-migrate``) as typed operations."""
 
-TYPED_OPS = frozenset({*core.COLLECTIVES, *core.CASTS, "redistribute"})
+IN_PLACE = {"all_reduce_": "all_reduce"}
+"""In-place forms -> the operation they write over their input: typed the same, on a target
+whose type the checker can still follow (:func:`_check_in_place_target`)."""
+
+TYPED_OPS = frozenset({*core.COLLECTIVES, *core.CASTS, "redistribute", *IN_PLACE})
 
 
 @dataclass(frozen=True)
@@ -183,19 +187,44 @@ def _annotation_error(ctx: FunctionContext, error: AnnotationError) -> Type:
     return ctx.default_return_type
 
 
-def collective_hook(op: str) -> Callable[[FunctionContext], Type]:
-    """``spmd_stubs.<op>(x, axis, src=, dst=, expert_mode=)``."""
+def collective_hook(name: str) -> Callable[[FunctionContext], Type]:
+    """``spmd_stubs.<name>(x, axis, src=, dst=, expert_mode=)``."""
+    op = IN_PLACE.get(name, name)
 
     def hook(ctx: FunctionContext) -> Type:
         if op == "redistribute" and "axis" not in ctx.callee_arg_names:
             return redistribute_specs(ctx)
         args = arguments(ctx)
         try:
-            return _typed(ctx, _request(op, args))
+            request = _request(op, args)
         except AnnotationError as error:
             return _annotation_error(ctx, error)
+        if request is not None and name in IN_PLACE:
+            _check_in_place_target(ctx, name, request, args["x"][0])
+        return _typed(ctx, request)
 
     return hook
+
+
+def _check_in_place_target(ctx: FunctionContext, name: str, request: Request, target: Expression) -> None:
+    """``all_reduce_(x, ...)``: x keeps its type, as any tensor written in place (``spmd-inplace``).
+
+    Except a parameter's ``.grad``: read, it is the pending gradient whether
+    or not a sync wrote it (:func:`spmd_mypy.backward.grad_attribute`), as
+    after ``p.grad = all_reduce(p.grad, ...)``; the call's result has the
+    synced type.  An untyped ``x`` has no type to keep.
+    """
+    if isinstance(target, MemberExpr) and target.name == "grad":
+        return
+    for member in spmd_members(request.tensor):
+        for axis in request.axes:
+            written = member.get(axis) if member is not None else None
+            if written is None:
+                continue
+            try:
+                core.check_inplace(name, written, request.dst, axis)
+            except SpmdTypeError as error:
+                report.rule_error(ctx.api, ctx.context, error)
 
 
 def _default_source(op: str) -> AxisType | None:

@@ -37,6 +37,7 @@ import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -148,8 +149,8 @@ def _checked(settings: tuple[tuple[str, bool], ...], cache: Path) -> dict[str, s
 
 
 @pytest.fixture(scope="module")
-def shared_cache(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return pytestconfig.cache.mkdir("docs-examples-mypy") if pytestconfig.cache else tmp_path_factory.mktemp("cache")
+def shared_cache(kept_dir: Callable[[str], Path]) -> Path:
+    return kept_dir("docs-examples-mypy")
 
 
 def _words(text: str) -> list[str]:

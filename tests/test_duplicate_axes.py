@@ -134,9 +134,9 @@ def group(x: Tensor[S(0)@(dp, tp), R@tp]) -> None: ...
 """
 
 
-def test_the_plugin_reports_it_with_the_same_message(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_the_plugin_reports_it_with_the_same_message(tmp_path: Path, kept_dir: Callable[[str], Path]) -> None:
     """Real mypy on a tiny file, sharing the plugin tests' cache (and their lock)."""
-    cache_root = Path(request.config.cache.mkdir("spmd_mypy"))
+    cache_root = kept_dir("spmd_mypy")
     case, config = tmp_path / "case.py", tmp_path / "mypy.ini"
     case.write_text(CASE)
     config.write_text(config_text())

@@ -383,8 +383,8 @@ def gpt_loss(
 
 
 def sync_data_parallel_grads(model: nn.Module) -> None:
-    """Sum every parameter's gradient over dp (they are ``P@dp``: one part per dp rank)."""
+    """Sum every parameter's gradient over dp (they are ``P@dp``: one part per dp rank), in place as DDP does."""
     with torch.no_grad():
         for param in model.parameters():
             assert param.grad is not None, "every parameter takes part in the loss"
-            param.grad = spmd.all_reduce(param.grad, dp, src=P, dst=R)
+            spmd.all_reduce_(param.grad, dp, src=P, dst=R)

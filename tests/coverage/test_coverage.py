@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -36,8 +37,8 @@ FIXTURE = Path(__file__).resolve().parent / "fixture"
 
 
 @pytest.fixture(scope="module")
-def coverage(request: pytest.FixtureRequest) -> Coverage:
-    root = Path(request.config.cache.mkdir("spmd_coverage"))
+def coverage(kept_dir: Callable[[str], Path]) -> Coverage:
+    root = kept_dir("spmd_coverage")
     config = root / "coverage.ini"
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

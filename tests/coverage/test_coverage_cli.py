@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -38,8 +39,8 @@ def _run(arguments: list[str], cache: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def cache(request: pytest.FixtureRequest) -> Path:
-    return Path(request.config.cache.mkdir("spmd_coverage"))
+def cache(kept_dir: Callable[[str], Path]) -> Path:
+    return kept_dir("spmd_coverage")
 
 
 def test_summary_and_json(cache: Path, tmp_path: Path) -> None:

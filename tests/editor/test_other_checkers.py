@@ -145,11 +145,10 @@ _MYPY_ERROR = re.compile(r"^(?P<where>\S+:\d+): error(?P<label>\[[\w, ]+\])?: .*
 
 
 @pytest.fixture(scope="module")
-def mypy_cache(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mypy_cache(kept_dir: Callable[[str], Path]) -> Path:
     """This module's own mypy cache: mypy replays a cached module's errors with the path it was
     checked under, so a cache shared with runs from another directory would change the paths."""
-    cache = getattr(pytestconfig, "cache", None)
-    return cache.mkdir("other-checkers-mypy") if cache else tmp_path_factory.mktemp("mypy_cache")
+    return kept_dir("other-checkers-mypy")
 
 
 def _mypy_errors(root: Path, files: list[Path], cache: Path) -> list[str]:

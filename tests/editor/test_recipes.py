@@ -21,9 +21,8 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-import pytest
 import yaml
 
 from tests.editor.test_lsp import BUGGY, FIXED, docs_block
@@ -92,14 +91,13 @@ def _precommit_hook() -> dict[str, Any]:
 
 
 def test_the_precommit_hook_fails_on_an_spmd_bug_and_passes_once_fixed(tmp_path: Path,
-                                                                        pytestconfig: pytest.Config) -> None:
+                                                                        kept_dir: Callable[[str], Path]) -> None:
     hook = _precommit_hook()
     assert hook["language"] == "system" and hook["types"] == ["python"]
     assert hook.get("pass_filenames", True), "pre-commit passes the staged files"
     (tmp_path / "pyproject.toml").write_text(docs_block("toml", "[tool.mypy]"))
     staged = tmp_path / "model.py"
-    cache_provider = getattr(pytestconfig, "cache", None)
-    cache = Path(cache_provider.mkdir("recipes-mypy")) if cache_provider else tmp_path / "cache"
+    cache = kept_dir("recipes-mypy")
     # pre-commit runs a system hook's entry as a command, in the repository, with the staged files after it.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "MYPY_CACHE_DIR": str(cache / "mypy_cache"), "MYPY_FORCE_COLOR": "0"}

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from spmd_examples import BUGS, ROOT, check_gallery
@@ -72,14 +73,14 @@ def test_a_bug_without_twin_or_mark_fails(gallery: Path) -> None:
     assert not verdict.ok
 
 
-def test_the_script_fails_on_a_gallery_whose_bug_is_fixed(tmp_path: Path, pytestconfig: pytest.Config) -> None:
+def test_the_script_fails_on_a_gallery_whose_bug_is_fixed(tmp_path: Path, kept_dir: Callable[[str], Path]) -> None:
     """The real gallery with one bug file replaced by its fixed twin: one mypy run, exit 1, that row says NO."""
     copy = tmp_path / "bugs"
     shutil.copytree(BUGS, copy, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(BUGS / "row_parallel_bias_fixed.py", copy / "row_parallel_bias_bug.py")
     (copy / "row_parallel_bias_bug.py").write_text((copy / "row_parallel_bias_bug.py").read_text()
                                                   + "# E: spmd-invariant-mix\n")
-    cache = pytestconfig.cache.mkdir("check-gallery-mypy") if pytestconfig.cache else tmp_path / "cache"
+    cache = kept_dir("check-gallery-mypy")
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_gallery.py"), "--cache-dir", str(cache),
                            "bugs"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr

@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import libcst as cst
 import pytest
@@ -146,8 +147,8 @@ class Runs:
 
 
 @pytest.fixture(scope="module")
-def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
-    cache = Path(request.config.cache.mkdir("spmd_infer"))
+def runs(kept_dir: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
+    cache = kept_dir("spmd_infer")
     workdir = tmp_path_factory.mktemp("infer")
     stripped: dict[Target, TensorType] = {}
     for source in [*EXAMPLES, *BUGS]:

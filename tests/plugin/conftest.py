@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -60,5 +61,5 @@ class MypyRuns:
 
 
 @pytest.fixture(scope="session")
-def mypy_runs(request: pytest.FixtureRequest) -> MypyRuns:
-    return MypyRuns(Path(request.config.cache.mkdir("spmd_mypy")))
+def mypy_runs(kept_dir: Callable[[str], Path]) -> MypyRuns:
+    return MypyRuns(kept_dir("spmd_mypy"))

@@ -11,8 +11,7 @@ involved: elsewhere mypy's ``Any`` stands.
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
+from typing import Callable
 
 from tests.plugin.harness import ROOT, run_mypy
 
@@ -68,8 +67,8 @@ def _errors(tmp_path: Path, plugins: str, cache: Path) -> list[str]:
     return [line for line in output.splitlines() if ": error:" in line]
 
 
-def test_plain_code_gets_mypys_own_errors_with_the_plugin(tmp_path: Path, pytestconfig: pytest.Config) -> None:
-    cache = pytestconfig.cache.mkdir("invisible") if pytestconfig.cache else tmp_path / "cache"
+def test_plain_code_gets_mypys_own_errors_with_the_plugin(tmp_path: Path, kept_dir: Callable[[str], Path]) -> None:
+    cache = kept_dir("invisible")
     without = _errors(tmp_path, "", cache / "without")
     with_plugin = _errors(tmp_path, "plugins = spmd_mypy", cache / "with")
     assert len(without) == 5, without

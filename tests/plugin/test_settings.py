@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -70,8 +71,8 @@ def _check(flags: list[str], cache: Path, tmp_path: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def default_errors(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> list[str]:
-    cache = pytestconfig.cache.mkdir("settings-default") if pytestconfig.cache else tmp_path_factory.mktemp("c")
+def default_errors(tmp_path_factory: pytest.TempPathFactory, kept_dir: Callable[[str], Path]) -> list[str]:
+    cache = kept_dir("settings-default")
     return _check([], cache, tmp_path_factory.mktemp("default"))
 
 
@@ -81,9 +82,9 @@ def test_the_default_run_reports_the_gallery(default_errors: list[str]) -> None:
 
 @pytest.mark.parametrize("setting", SETTINGS)
 def test_same_spmd_verdicts_and_nothing_else(setting: str, default_errors: list[str], tmp_path: Path,
-                                             pytestconfig: pytest.Config) -> None:
+                                             kept_dir: Callable[[str], Path]) -> None:
     name = setting.strip("-").replace("=", "-")
-    cache = pytestconfig.cache.mkdir(f"settings-{name}") if pytestconfig.cache else tmp_path / "cache"
+    cache = kept_dir(f"settings-{name}")
     errors = _check([setting], cache, tmp_path)
     assert [line for line in errors if "[spmd-" in line] == default_errors
     others = [line for line in errors if "[spmd-" not in line]
@@ -108,22 +109,21 @@ REDEFINED = "def f() -> None:\n    x = 1\n    print(x)\n    x = 'a'\n    print(x
 
 @pytest.mark.parametrize(("own_setting", "redefinition_allowed"), [("", True), ("allow_redefinition = False\n", False)])
 def test_a_users_own_redefinition_setting_wins(own_setting: str, redefinition_allowed: bool, tmp_path: Path,
-                                               pytestconfig: pytest.Config) -> None:
+                                               kept_dir: Callable[[str], Path]) -> None:
     """The plugin turns allow_redefinition on by default, but never over the user's own ``[mypy]`` choice."""
     (tmp_path / "t.py").write_text(REDEFINED)
     config = tmp_path / "mypy.ini"
     config.write_text(config_text().replace("[mypy]\n", f"[mypy]\n{own_setting}", 1))
-    cache = pytestconfig.cache.mkdir("settings-default") if pytestconfig.cache else tmp_path / "cache"
+    cache = kept_dir("settings-default")
     output = run_mypy([Path("t.py")], config, cache, cwd=tmp_path)
     assert ("Incompatible types in assignment" not in output) == redefinition_allowed, output
 
 
-def test_a_plugin_setting_change_rechecks_only_user_code(tmp_path: Path, pytestconfig: pytest.Config) -> None:
+def test_a_plugin_setting_change_rechecks_only_user_code(tmp_path: Path, kept_dir: Callable[[str], Path]) -> None:
     """``[spmd_mypy] strict`` changes verdicts on SPMD code only: the standard library's and torch's cache stay."""
     (tmp_path / "t.py").write_text("import torch\n\nx = torch.ones(2)\n")
     cache = tmp_path / "cache"
-    shutil.copytree(pytestconfig.cache.mkdir("settings-default") if pytestconfig.cache else cache, cache,
-                    dirs_exist_ok=True)
+    shutil.copytree(kept_dir("settings-default"), cache, dirs_exist_ok=True)
     config = tmp_path / "mypy.ini"
     for strict in ("false", "true"):
         config.write_text(config_text(f"[spmd_mypy]\nstrict = {strict}\n"))

@@ -127,7 +127,12 @@ def _reduce_op(arg: cst.Arg | None) -> str | None:
 
 
 def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite, axis_of: GroupAxis) -> Plan:
-    """A raw collective -> ``target = spmd.<op>(...)``, or a TODO saying which choice is open."""
+    """A raw collective -> ``target = spmd.<op>(...)``, or a TODO saying which choice is open.
+
+    An ``all_reduce`` into a tensor others see (``p.grad``, ``self.buffer``,
+    ``bufs[i]``, a parameter) stays in place: ``spmd.all_reduce_(p.grad, ...)``,
+    so the gradient buffer and its views, or the caller, still get the sum.
+    """
     short = name.rpartition(".")[2]
     bound = calls.bind(call.args, raw.params)
     if isinstance(bound, str):
@@ -139,9 +144,10 @@ def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite, axis_
     x = bound[raw.tensor].value
     target = bound[raw.target].value
     reduction = _reduce_op(bound.get("op"))
-    sketch = _sketch(raw, x, target, axis or "AXIS", group, raw.dst or "R|I", reduction)
+    in_place = raw.op == "all_reduce" and _seen_by_others(target, site)
+    sketch = _sketch(raw, x, None if in_place else target, axis or "AXIS", group, raw.dst or "R|I", reduction)
 
-    blocker = _blocker(short, bound, target, axis, group, reduction, site)
+    blocker = _blocker(short, bound, target, axis, group, reduction, site, in_place)
     if blocker is not None:
         return Todo(f"{blocker}; the typed form is `{sketch}`")
     dst = raw.dst or site.replicated_dst
@@ -151,11 +157,21 @@ def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite, axis_
             f"work with it (a loss, a metric), dst=R if it feeds different work per rank; "
             f"the typed form is `{sketch}` (--replicated-dst decides for a whole run)"
         )
-    assert isinstance(target, cst.Name) and axis is not None and group is not None
+    assert axis is not None and group is not None
     extra = [calls.keyword("group", group.value)]
     if reduction == "avg":
         extra.insert(0, calls.keyword("op", cst.SimpleString('"avg"')))
+    if in_place:
+        return _rewrite(call, "all_reduce_", x, axis, raw.src, dst, extra)
+    assert isinstance(target, cst.Name)
     return _rewrite(call, raw.op, x, axis, raw.src, dst, extra, target=target.value)
+
+
+def _seen_by_others(target: cst.BaseExpression, site: RawSite) -> bool:
+    """A write into ``target`` reaches code beyond this function: an attribute, an item, a parameter."""
+    if isinstance(target, cst.Name):
+        return target.value in site.parameters
+    return isinstance(target, (cst.Attribute, cst.Subscript))
 
 
 def group_axis(group: cst.BaseExpression) -> str | None:
@@ -197,8 +213,9 @@ def _string(expr: cst.BaseExpression) -> str | None:
 
 
 def _blocker(short: str, bound: dict[str, cst.Arg], target: cst.BaseExpression, axis: str | None,
-             group: cst.Arg | None, reduction: str | None, site: RawSite) -> str | None:
-    """Why the in-place call cannot become ``target = typed call`` mechanically, if it cannot."""
+             group: cst.Arg | None, reduction: str | None, site: RawSite, in_place: bool) -> str | None:
+    """Why the raw call cannot become ``target = typed call`` (or, ``in_place``, ``all_reduce_``)
+    mechanically, if it cannot."""
     async_op = bound.get("async_op")
     if async_op is not None and calls.literal_bool(async_op.value) is not False:
         return f"{short} may run asynchronously; the typed collectives are synchronous (wait at once)"
@@ -214,12 +231,13 @@ def _blocker(short: str, bound: dict[str, cst.Arg], target: cst.BaseExpression, 
     for sizes in ("output_split_sizes", "input_split_sizes"):
         if sizes in bound and not calls.is_none(bound[sizes].value):
             return f"{short} has uneven {sizes}; the typed all_to_all splits evenly"
-    if not isinstance(target, cst.Name):
-        return (f"{short} writes into {calls.source(target)} in place; the typed call returns a new "
-                f"tensor, so bind it to a name and use that name afterwards")
-    if target.value in site.parameters:
-        return (f"{short} writes into the parameter {target.value} in place, which the caller sees; "
-                f"the typed call returns a new tensor: return it instead")
+    if not in_place:
+        if not isinstance(target, cst.Name):
+            return (f"{short} writes into {calls.source(target)} in place; the typed call returns a new "
+                    f"tensor, so bind it to a name and use that name afterwards")
+        if target.value in site.parameters:
+            return (f"{short} writes into the parameter {target.value} in place, which the caller sees; "
+                    f"the typed call returns a new tensor: return it instead")
     if group is None:
         return f"{short} runs on the default (world) group, which is not a mesh axis; pass the axis' group"
     if axis is None:
@@ -227,12 +245,14 @@ def _blocker(short: str, bound: dict[str, cst.Arg], target: cst.BaseExpression, 
     return None
 
 
-def _sketch(raw: RawCollective, x: cst.BaseExpression, target: cst.BaseExpression, axis: str,
+def _sketch(raw: RawCollective, x: cst.BaseExpression, target: cst.BaseExpression | None, axis: str,
             group: cst.Arg | None, dst: str, reduction: str | None) -> str:
-    """The typed call as a one-line hint for a TODO."""
+    """The typed call as a one-line hint for a TODO; ``target`` None: the in-place ``all_reduce_``."""
     extra = ', op="avg"' if reduction == "avg" else ""
     extra += f", group={calls.source(group.value)}" if group is not None else ""
-    name = calls.source(target) if isinstance(target, cst.Name) else "y"
     src = _PENDING.get(reduction or "", raw.src)
+    if target is None:
+        return f"spmd.{raw.op}_({calls.source(x)}, {axis}, src={src}, dst={dst}{extra})"
+    name = calls.source(target) if isinstance(target, cst.Name) else "y"
     return (f"{name} = spmd.{raw.op}({calls.source(x)}, {axis}, "
             f"src={src}, dst={dst}{extra})")

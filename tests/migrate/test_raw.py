@@ -60,10 +60,31 @@ def test_a_max_or_min_names_its_pending_type(op: str, pending: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "before, after",
+    [
+        ("dist.all_reduce(p.grad, group=dp_group)", "spmd.all_reduce_(p.grad, dp, src=P, dst=R, group=dp_group)"),
+        ("dist.all_reduce(self.grad_data, op=dist.ReduceOp.AVG, group=self.dp_group)",
+         'spmd.all_reduce_(self.grad_data, dp, src=P, dst=R, op="avg", group=self.dp_group)'),
+        ("dist.all_reduce(bufs[0], group=tp_group)", "spmd.all_reduce_(bufs[0], tp, src=P, dst=R, group=tp_group)"),
+        ("dist.all_reduce(x, group=tp_group)", "spmd.all_reduce_(x, tp, src=P, dst=R, group=tp_group)"),
+    ],
+)
+def test_an_all_reduce_into_a_tensor_others_see_stays_in_place(before: str, after: str) -> None:
+    """A gradient buffer's views, an attribute's readers, the caller: all still see the sum."""
+    result = migrate(f"{before}\n", replicated_dst="R")
+    assert f"    {after}\n" in result.code, result.code
+    assert (result.report.rewritten, result.report.todos) == (1, 0)
+    undecided = migrate(f"{before}\n")
+    assert "spmd.all_reduce_(" in undecided.code and "dst=R|I" in undecided.code, undecided.code
+
+
+@pytest.mark.parametrize(
     "line, reason",
     [
-        ("dist.all_reduce(x, group=tp_group)", "writes into the parameter x in place, which the caller sees"),
+        ("dist.all_gather_into_tensor(x, buf, group=tp_group)",
+         "writes into the parameter x in place, which the caller sees"),
         ("dist.all_reduce(buf.contiguous(), group=tp_group)", "writes into buf.contiguous() in place"),
+        ("dist.all_gather_into_tensor(self.out, buf, group=tp_group)", "writes into self.out in place"),
         ("handle = dist.all_reduce(buf, group=tp_group)", "the result of all_reduce (a work handle) is used"),
         ("dist.all_reduce(buf, group=tp_group, async_op=True)", "may run asynchronously"),
         ("dist.all_reduce(buf, op=dist.ReduceOp.MAX, group=tp_group)", "reduces with dist.ReduceOp.MAX"),

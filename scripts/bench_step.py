@@ -1,13 +1,19 @@
 """A training step of the typed GPT example against the same model with raw Megatron-style comms.
 
     .venv/bin/python scripts/bench_step.py [--blocks 6] [--steps-per-block 5] [--raw-out-of-place]
-        [--device cpu|cuda] [--nccl]
+        [--device cpu|cuda] [--nccl | --fake]
 
 Four local gloo ranks (2 dp x 2 tp) build ``examples/gpt/tp_gpt.py``'s model
 once, on CPU tensors or, with ``--device cuda``, on the GPU (rank ``r`` on
 GPU ``r`` modulo the GPUs there are: gloo ranks may share one).  ``--nccl``
 runs one NCCL rank on one GPU instead (1 dp x 1 tp: NCCL needs a GPU per
-rank), whose collectives are real NCCL calls over a group of one.  The "raw" variant runs the very same model with the module-level name
+rank), whose collectives are real NCCL calls over a group of one.  ``--fake`` runs
+rank 0 of the 2 x 2 world alone on torch's fake process group, whose
+collectives return at once without moving data: no rank waits for another,
+so the times are this rank's own work, undisturbed by the other ranks
+competing for the cores (the loss and gradients are then not a real step's,
+and the difference column means nothing).  The "raw" variant runs the very
+same model with the module-level name
 ``spmd`` of ``tp_gpt`` pointed at :class:`MegatronComm`: every typed
 collective or cast the model calls is served by a hand-written
 ``torch.autograd.Function`` calling ``torch.distributed`` directly, as
@@ -345,6 +351,17 @@ def run_alone_on_nccl(fn: Callable[[Run], Any], run: Run) -> list[Any]:
         dist.destroy_process_group()
 
 
+def run_alone_on_fake(fn: Callable[[Run], Any], run: Run) -> list[Any]:
+    """``fn(run)`` here, as rank 0 of a fake-backend world of the mesh's size; its result as the only rank's."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
+
+    dist.init_process_group("fake", rank=0, world_size=run.mesh[0] * run.mesh[1], store=FakeStore())
+    try:
+        return [fn(run)]
+    finally:
+        dist.destroy_process_group()
+
+
 # --------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------
@@ -396,7 +413,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         "--raw-out-of-place", action="store_true", help="raw all-reduces a copy, not the caller's tensor (as typed does)"
     )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
-    parser.add_argument("--nccl", action="store_true", help="one NCCL rank on one GPU (implies --device cuda)")
+    alone = parser.add_mutually_exclusive_group()
+    alone.add_argument("--nccl", action="store_true", help="one NCCL rank on one GPU (implies --device cuda)")
+    alone.add_argument("--fake", action="store_true", help="rank 0 alone on the fake process group (no waits)")
     args = parser.parse_args(argv)
     run = Run(
         mesh=(1, 1) if args.nccl else MESH,
@@ -405,10 +424,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         per_block=args.steps_per_block,
         in_place=not args.raw_out_of_place,
     )
-    backend = "one NCCL rank" if args.nccl else f"{run.mesh[0] * run.mesh[1]} gloo ranks"
+    backend = ("one NCCL rank" if args.nccl else "rank 0 alone on the fake process group" if args.fake
+               else f"{run.mesh[0] * run.mesh[1]} gloo ranks")
     print(f"{CONFIG}, float32, {backend}, {run.device} tensors, {os.cpu_count()} cores; before: {load()}", flush=True)
     if args.nccl:
         per_rank = run_alone_on_nccl(rank_main, run)
+    elif args.fake:
+        per_rank = run_alone_on_fake(rank_main, run)
     else:
         per_rank = spawn(rank_main, run, world_size=MESH[0] * MESH[1], timeout=1800)
     raw = "raw all-reduces on a copy" if args.raw_out_of_place else "raw all-reduces in place"

@@ -27,6 +27,13 @@ def test_bench_step_prints_both_ratios_and_equal_gradients() -> None:
         assert float(row.group(3)) == 0.0, f"typed and raw gradients differ: {row.group(0)}"
 
 
+def test_bench_step_runs_rank_0_alone_on_the_fake_backend() -> None:
+    out = _run("bench_step.py", "--fake", "--blocks", "1", "--steps-per-block", "1")
+    assert "rank 0 alone on the fake process group" in out.splitlines()[0], out
+    for sp in ("off", "on"):
+        assert re.search(rf"^\| 2 dp x 2 tp, SP {sp} \|.*\| ({RATIO}) \|.*\| ({RATIO}) \| \S+ \|$", out, re.M), out
+
+
 def test_bench_collectives_prints_wall_and_cpu_ratios() -> None:
     out = _run("bench_collectives.py", "--rounds", "1", "--max-size", "1024")
     for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):

@@ -145,6 +145,30 @@ def compiles_once_for_new_axes(mesh: DeviceMesh) -> None:
         spmd.unbind()
 
 
+def backward_leaves_a_shared_gradient_alone(mesh: DeviceMesh) -> None:
+    """convert(I,R)'s backward all-reduces a copy of the gradient it is handed.
+
+    autograd may hand the same gradient tensor to another node too (``y + c``
+    gives both operands the very same tensor), so a backward that reduced it
+    in place, as Megatron's ``_CopyToModelParallelRegion`` does, would also
+    sum ``c``'s gradient over tp.  ``c`` is made first so that autograd runs
+    the cast's backward before ``c``'s.
+    """
+    spmd.bind_mesh(mesh)
+    try:
+        b = torch.ones(3, requires_grad=True)
+        c = b * 1.0
+        x = torch.ones(3, requires_grad=True)
+        y = spmd.convert(x, tp, src=spmd.I, dst=R)
+        (y + c).backward(torch.full((3,), float(dist.get_rank() + 1)))
+        assert b.grad is not None and x.grad is not None
+        torch.testing.assert_close(b.grad, torch.full((3,), float(dist.get_rank() + 1)))
+        tp_sum = sum(float(r + 1) for r in GROUPS["tp"][dist.get_rank() // 2])
+        torch.testing.assert_close(x.grad, torch.full((3,), tp_sum))
+    finally:
+        spmd.unbind()
+
+
 def _build_checks() -> dict[str, Check]:
     checks: dict[str, Check] = {}
     for case in cases():
@@ -159,6 +183,7 @@ def _build_checks() -> dict[str, Check]:
         group_argument_overrides_the_binding,
         compiles_with_collectives_and_casts,
         compiles_once_for_new_axes,
+        backward_leaves_a_shared_gradient_alone,
     ):
         checks[fn.__name__] = fn
     return checks

@@ -19,7 +19,8 @@ over the rounds of the wall time (the slowest rank's) and of the main
 thread's CPU time (the ranks' mean; gloo communicates on its own threads,
 so this is the call's own work, steadier than the wall time where other
 jobs share the cores), and typed/raw of each.  The raw calls are the
-out-of-place equivalents of the typed ones.  With ``--validate`` the typed
+equivalents of the typed ones, out of place but for ``all_reduce_``'s (whose
+input is zeros, so that the repeated in-place sums stay finite).  With ``--validate`` the typed
 calls run in validation mode (each first checks that the ranks agree):
 typed/raw is then that mode's cost.
 
@@ -27,6 +28,7 @@ typed/raw is then that mode's cost.
 typed                                  raw
 =====================================  ===========================================
 all_reduce(x, ax, src=P, dst=R)        y = x.clone(); dist.all_reduce(y)
+all_reduce_(x, ax, src=P, dst=R)       dist.all_reduce(x)
 all_gather(x, ax, src=S(0), dst=R)     dist.all_gather_single(out, x)
 reduce_scatter(x, ax, src=P, dst=S(0)) dist.reduce_scatter_single(out, x)
 all_to_all(x, ax, src=S(0), dst=S(0))  dist.all_to_all_single(out, x)
@@ -71,6 +73,11 @@ def _raw_all_reduce(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+def _raw_all_reduce_in_place(x: torch.Tensor) -> torch.Tensor:
+    dist.all_reduce(x)
+    return x
+
+
 def _raw_all_gather(x: torch.Tensor) -> torch.Tensor:
     out = x.new_empty((x.numel() * WORLD,))
     dist.all_gather_single(out, x)
@@ -91,6 +98,7 @@ def _raw_all_to_all(x: torch.Tensor) -> torch.Tensor:
 
 PAIRS: dict[str, Pair] = {
     "all_reduce": (lambda x: spmd.all_reduce(x, world, src=P, dst=R), _raw_all_reduce),
+    "all_reduce_": (lambda x: spmd.all_reduce_(x, world, src=P, dst=R), _raw_all_reduce_in_place),
     "all_gather": (lambda x: spmd.all_gather(x, world, src=S(0), dst=R), _raw_all_gather),
     "reduce_scatter": (lambda x: spmd.reduce_scatter(x, world, src=P, dst=S(0)), _raw_reduce_scatter),
     "all_to_all": (lambda x: spmd.all_to_all(x, world, src=S(0), dst=S(0)), _raw_all_to_all),
@@ -122,11 +130,12 @@ def _bench(make: Callable[[int], torch.Tensor], size: int, rounds: int) -> Rows:
     iters = max(4, (1 << 18) // size)
     for name, (typed, raw) in PAIRS.items():
         variants = {"typed": typed, "raw": raw}
-        typed(x), raw(x)  # warm-up
+        given = torch.zeros_like(x) if name.endswith("_") else x
+        typed(given), raw(given)  # warm-up
         times: dict[str, list[Times]] = {"typed": [], "raw": []}
         for round_ in range(rounds):
             for variant in (("typed", "raw") if round_ % 2 == 0 else ("raw", "typed")):
-                times[variant].append(_time(variants[variant], x, iters))
+                times[variant].append(_time(variants[variant], given, iters))
         rows.append((name, size, times))
     return rows
 

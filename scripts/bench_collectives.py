@@ -1,6 +1,7 @@
 """Typed collectives against the raw torch.distributed calls, on local ranks or in the simulated world.
 
     .venv/bin/python scripts/bench_collectives.py [--rounds 11] [--min-size 1024] [--max-size 16777216] [--validate]
+        [--control]
         [--world 4] [--backend gloo|nccl] [--device cpu|cuda] [--simulated]
 
 By default 4 local gloo ranks on CPU tensors.  ``--device cuda`` puts the
@@ -20,7 +21,9 @@ thread's CPU time (the ranks' mean; gloo communicates on its own threads,
 so this is the call's own work, steadier than the wall time where other
 jobs share the cores), and typed/raw of each.  The raw calls are the
 equivalents of the typed ones, out of place but for ``all_reduce_``'s (whose
-input is zeros, so that the repeated in-place sums stay finite).  With ``--validate`` the typed
+input is zeros, so that the repeated in-place sums stay finite).  ``--control``
+adds a row timing the raw in-place all-reduce against itself: its ratios are
+how far two identical sides drift apart on this machine.  With ``--validate`` the typed
 calls run in validation mode (each first checks that the ranks agree):
 typed/raw is then that mode's cost.
 
@@ -105,6 +108,12 @@ PAIRS: dict[str, Pair] = {
 }
 
 
+CONTROL: dict[str, Pair] = {"control: raw all_reduce_ vs itself": (_raw_all_reduce_in_place, _raw_all_reduce_in_place)}
+"""The A/A row ``--control`` adds."""
+IN_PLACE = {"all_reduce_", *CONTROL}
+"""Rows whose calls write over their input."""
+
+
 Times = tuple[float, float]
 """Seconds per call: wall, main-thread CPU."""
 
@@ -123,17 +132,17 @@ def _time(fn: Callable[[torch.Tensor], object], x: torch.Tensor, iters: int) -> 
 Rows = list[tuple[str, int, dict[str, list[Times]]]]
 
 
-def _bench(make: Callable[[int], torch.Tensor], size: int, rounds: int) -> Rows:
+def _bench(make: Callable[[int], torch.Tensor], size: int, args: argparse.Namespace) -> Rows:
     """Per collective: typed and raw, each round's times on this rank; ``make(n)`` gives an input of n floats."""
     rows = []
     x = make(size // 4)
     iters = max(4, (1 << 18) // size)
-    for name, (typed, raw) in PAIRS.items():
+    for name, (typed, raw) in {**PAIRS, **(CONTROL if args.control else {})}.items():
         variants = {"typed": typed, "raw": raw}
-        given = torch.zeros_like(x) if name.endswith("_") else x
+        given = torch.zeros_like(x) if name in IN_PLACE else x
         typed(given), raw(given)  # warm-up
         times: dict[str, list[Times]] = {"typed": [], "raw": []}
-        for round_ in range(rounds):
+        for round_ in range(args.rounds):
             for variant in (("typed", "raw") if round_ % 2 == 0 else ("raw", "typed")):
                 times[variant].append(_time(variants[variant], given, iters))
         rows.append((name, size, times))
@@ -183,7 +192,7 @@ def _worker(rank: int, port: int, args: argparse.Namespace, sizes: list[int]) ->
     if rank == 0:
         _header(f"{WORLD} {args.backend} ranks, {args.device} tensors", args.rounds)
     for size in sizes:
-        for name, size, times in _bench(lambda n: torch.randn(n, device=device), size, args.rounds):
+        for name, size, times in _bench(lambda n: torch.randn(n, device=device), size, args):
             gathered: list[Any] = [None] * WORLD
             dist.all_gather_object(gathered, times)
             if rank == 0:
@@ -210,7 +219,7 @@ def _simulated(args: argparse.Namespace, sizes: list[int]) -> None:
             return mode.rank_map(lambda r: torch.randn(n, device=args.device))
 
         for size in sizes:
-            for name, size, times in _bench(make, size, args.rounds):
+            for name, size, times in _bench(make, size, args):
                 print(_row(name, size, [times]), flush=True)
     _footer()
     dist.destroy_process_group()
@@ -222,6 +231,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--min-size", type=int, default=1 << 10, help="smallest per-rank size, bytes")
     parser.add_argument("--max-size", type=int, default=1 << 24, help="largest per-rank size, bytes")
     parser.add_argument("--validate", action="store_true", help="typed calls in validation mode")
+    parser.add_argument("--control", action="store_true", help="add a row timing the raw all-reduce against itself")
     parser.add_argument("--world", type=int, default=WORLD, help="ranks")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")

@@ -35,8 +35,9 @@ def test_bench_step_runs_rank_0_alone_on_the_fake_backend() -> None:
 
 
 def test_bench_collectives_prints_wall_and_cpu_ratios() -> None:
-    out = _run("bench_collectives.py", "--rounds", "1", "--max-size", "1024")
-    for op in ("all_reduce", "all_reduce_", "all_gather", "reduce_scatter", "all_to_all"):
+    out = _run("bench_collectives.py", "--rounds", "1", "--max-size", "1024", "--control")
+    for op in ("all_reduce", "all_reduce_", "all_gather", "reduce_scatter", "all_to_all",
+               "control: raw all_reduce_ vs itself"):
         assert re.search(rf"^\| {op} \| 1 KiB \|.*\| {RATIO} \|.*\| {RATIO} \|$", out, re.M), out
 
 

@@ -54,7 +54,6 @@ from spmd_mypy.collectives import (
     COLLECTIVES_MODULE,
     DECLARING,
     FROM_LOCAL,
-    MEGATRON,
     MEGATRON_MODULE,
     TYPED_OPS,
 )
@@ -282,8 +281,8 @@ class SpmdPlugin(Plugin):
         module += "."
         if module == COLLECTIVES_MODULE and name in TYPED_OPS:
             return guarded(collectives.collective_hook(name))
-        if module == MEGATRON_MODULE and name in MEGATRON:
-            return guarded(collectives.megatron_hook(MEGATRON[name]))
+        if module == MEGATRON_MODULE and name in collectives.megatron():
+            return guarded(collectives.megatron_hook(collectives.megatron()[name]))
         if fullname in DECLARING:
             return guarded(collectives.declaring_hook(DECLARING[fullname]))
         if fullname == FROM_LOCAL:
@@ -333,7 +332,7 @@ class SpmdPlugin(Plugin):
 
     def _function_signature_hook(self, fullname: str) -> Callable[[FunctionSigContext], Any] | None:
         module, _, name = fullname.rpartition(".")
-        if f"{module}." == MEGATRON_MODULE and name in MEGATRON:
+        if f"{module}." == MEGATRON_MODULE and name in collectives.megatron():
             return guarded(collectives.megatron_signature)
         if fullname.startswith(_NO_POLYMORPHISM):
             return None

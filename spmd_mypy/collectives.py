@@ -386,7 +386,7 @@ def _spec(expr: Expression, role: str) -> TensorType | None:
     """A spec written as a tuple (or list) of ``TYPE@axis``; None when it is not written out."""
     if not isinstance(expr, (TupleExpr, ListExpr)):
         return None
-    from spmd_stubs.core import planner  # imported by redistribute's first call (redistribute_specs)
+    from spmd_stubs.core import planner  # loaded already by redistribute_specs, the only caller
 
     entries = [entry for item in expr.items for entry in annotation_entries(item, f"redistribute's {role} spec")]
     return planner.spec_of_entries(entries, role)

@@ -11,8 +11,9 @@ same operations (:mod:`spmd_stubs.core.megatron_table`), so they get the same me
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from mypy.nodes import (
     CallExpr,
@@ -44,8 +45,10 @@ from spmd_mypy.annotations import (
 from spmd_mypy.global_mode import boundaries, regions
 from spmd_mypy.representation import result_type, retype, spmd_members, unknown_tensor, updated_members
 from spmd_stubs import core
-from spmd_stubs.core import AxisType, Code, Partial, SpmdTypeError, TensorType, planner, sharding
-from spmd_stubs.core.megatron_table import HELPERS, Helper
+from spmd_stubs.core import AxisType, Code, Partial, SpmdTypeError, TensorType, sharding
+
+if TYPE_CHECKING:
+    from spmd_stubs.core.megatron_table import Helper
 
 COLLECTIVES_MODULE = "spmd_stubs.collectives."
 MEGATRON_MODULE = "spmd_stubs.megatron."
@@ -77,8 +80,17 @@ def _fixed(helper: Helper) -> Fixed:
     )
 
 
-MEGATRON: dict[str, Fixed] = {name: _fixed(helper) for name, helper in HELPERS.items()}
-"""The porting table (:mod:`spmd_stubs.core.megatron_table`, shared with ``spmd-migrate``) as typed operations."""
+@functools.cache
+def megatron() -> dict[str, Fixed]:
+    """The porting table (:mod:`spmd_stubs.core.megatron_table`, shared with ``spmd-migrate``) as typed operations.
+
+    Built when mypy first asks for a hook in :data:`MEGATRON_MODULE`, not at
+    import: most code bases call no Megatron helper.
+    """
+    from spmd_stubs.core.megatron_table import HELPERS
+
+    return {name: _fixed(helper) for name, helper in HELPERS.items()}
+
 
 IN_PLACE = {"all_reduce_": "all_reduce"}
 """In-place forms -> the operation they write over their input: typed the same, on a target
@@ -370,6 +382,8 @@ def redistribute_specs(ctx: FunctionContext) -> Type:
     axis the specs leave out that shards a dim they move (the layout of that
     dim depends on it).  Specs held in variables are not read: unknown result.
     """
+    from spmd_stubs.core import planner  # few code bases call redistribute: the others never import it
+
     given = [(exprs[0], types[0]) for exprs, types in zip(ctx.args, ctx.arg_types) if exprs]
     if len(given) != 3:
         return ctx.default_return_type
@@ -401,6 +415,8 @@ def _spec(expr: Expression, role: str) -> TensorType | None:
     """A spec written as a tuple (or list) of ``TYPE@axis``; None when it is not written out."""
     if not isinstance(expr, (TupleExpr, ListExpr)):
         return None
+    from spmd_stubs.core import planner  # loaded already by redistribute_specs, the only caller
+
     entries = [entry for item in expr.items for entry in annotation_entries(item, f"redistribute's {role} spec")]
     return planner.spec_of_entries(entries, role)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import sys
 import traceback
-from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from mypy.errors import CompileError
@@ -54,7 +54,6 @@ from spmd_mypy.collectives import (
     COLLECTIVES_MODULE,
     DECLARING,
     FROM_LOCAL,
-    MEGATRON,
     MEGATRON_MODULE,
     TYPED_OPS,
 )
@@ -74,11 +73,18 @@ def _code_version() -> str:
     """A hash of every source file the verdicts depend on: the plugin and the whole core.
 
     mypy only fingerprints the plugin's entry module, so without this a change
-    of a rule anywhere else would leave users' cached verdicts stale.
+    of a rule anywhere else would leave users' cached verdicts stale.  Every
+    run computes it on import: the files are listed with ``os.walk`` and read
+    with ``open``, not through ``Path`` objects (half the time).
     """
-    roots = (Path(__file__).parent, Path(core.__file__).parent)
-    files = sorted(path for root in roots for path in root.rglob("*.py"))
-    return hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()[:16]
+    roots = (os.path.dirname(__file__), os.path.dirname(core.__file__))
+    files = sorted(os.path.join(folder, name) for root in roots for folder, _, names in os.walk(root)
+                   for name in names if name.endswith(".py"))
+    digest = hashlib.sha256()
+    for file in files:
+        with open(file, "rb") as source:
+            digest.update(source.read())
+    return digest.hexdigest()[:16]
 
 
 FINGERPRINT = _code_version()
@@ -282,8 +288,8 @@ class SpmdPlugin(Plugin):
         module += "."
         if module == COLLECTIVES_MODULE and name in TYPED_OPS:
             return guarded(collectives.collective_hook(name))
-        if module == MEGATRON_MODULE and name in MEGATRON:
-            return guarded(collectives.megatron_hook(MEGATRON[name]))
+        if module == MEGATRON_MODULE and name in collectives.megatron():
+            return guarded(collectives.megatron_hook(collectives.megatron()[name]))
         if fullname in DECLARING:
             return guarded(collectives.declaring_hook(DECLARING[fullname]))
         if fullname == FROM_LOCAL:
@@ -333,7 +339,7 @@ class SpmdPlugin(Plugin):
 
     def _function_signature_hook(self, fullname: str) -> Callable[[FunctionSigContext], Any] | None:
         module, _, name = fullname.rpartition(".")
-        if f"{module}." == MEGATRON_MODULE and name in MEGATRON:
+        if f"{module}." == MEGATRON_MODULE and name in collectives.megatron():
             return guarded(collectives.megatron_signature)
         if fullname.startswith(_NO_POLYMORPHISM):
             return None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -205,3 +207,18 @@ def _x_shape(index: int) -> IndexExpr:
 )
 def test_shape_arguments_are_read_from_the_call(op: str, args: CallArgs, behaviour: sharding.Behaviour) -> None:
     assert behaviour_of(torch_ops.OPS[op], args) == behaviour
+
+
+def test_importing_the_plugin_leaves_what_few_runs_use_unimported() -> None:
+    """Every mypy run pays the plugin's import: shard propagation, the redistribute planner and the Megatron
+    table load where a run first needs them (global SPMD, ``redistribute``, a Megatron helper), torch never.
+    The op table names its ``spmd.*`` forms (:class:`~spmd_stubs.core.sharding.SpmdForm`), from two small modules."""
+    code = (
+        "import sys, mypy.plugin, spmd_mypy.main\n"
+        "for m in sorted(sys.modules):\n"
+        "    if m.startswith(('spmd_stubs.core.sharding.', 'torch', 'spmd_stubs.core.planner', 'spmd_stubs.core.megatron')):\n"
+        "        print(m)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["spmd_stubs.core.sharding.errors", "spmd_stubs.core.sharding.specs"]

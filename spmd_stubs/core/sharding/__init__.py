@@ -68,14 +68,47 @@ module                   what
 =======================  ===================================================
 """
 
-from spmd_stubs.core.axis_types import Operand
-from spmd_stubs.core.sharding.collectives import global_collective
-from spmd_stubs.core.sharding.dims import Along, Flatten, Movedim, Permute, Reduce, Squeeze, Transpose, Unsqueeze, View
-from spmd_stubs.core.sharding.einsum import MATMUL_FORMS, Attention, Einsum, Linear, Matmul
-from spmd_stubs.core.sharding.elementwise import Concat, Pointwise, Stack
-from spmd_stubs.core.sharding.errors import EINSUM_FORM, SpmdForm
-from spmd_stubs.core.sharding.propagate import Behaviour, Opaque, propagate
-from spmd_stubs.core.sharding.specs import effective, normalise_orders, same_spec, spec_mismatch, spec_text
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spmd_stubs.core.axis_types import Operand
+    from spmd_stubs.core.sharding.collectives import global_collective
+    from spmd_stubs.core.sharding.dims import (
+        Along,
+        Flatten,
+        Movedim,
+        Permute,
+        Reduce,
+        Squeeze,
+        Transpose,
+        Unsqueeze,
+        View,
+    )
+    from spmd_stubs.core.sharding.einsum import MATMUL_FORMS, Attention, Einsum, Linear, Matmul
+    from spmd_stubs.core.sharding.elementwise import Concat, Pointwise, Stack
+    from spmd_stubs.core.sharding.errors import EINSUM_FORM, SpmdForm
+    from spmd_stubs.core.sharding.propagate import Behaviour, Opaque, propagate
+    from spmd_stubs.core.sharding.specs import effective, normalise_orders, same_spec, spec_mismatch, spec_text
+
+# The names are bound on first use (module ``__getattr__``), not with the
+# package: the plugin imports the package on every run (the op table names
+# behaviours), building these modules' classes costs about a quarter of that
+# import, and only global SPMD, ``spmd.*`` ops and global collectives use them.
+_LAZY = {
+    "Operand": "spmd_stubs.core.axis_types",
+    "global_collective": "spmd_stubs.core.sharding.collectives",
+    **dict.fromkeys(
+        ("Along", "Flatten", "Movedim", "Permute", "Reduce", "Squeeze", "Transpose", "Unsqueeze", "View"),
+        "spmd_stubs.core.sharding.dims",
+    ),
+    **dict.fromkeys(("MATMUL_FORMS", "Attention", "Einsum", "Linear", "Matmul"), "spmd_stubs.core.sharding.einsum"),
+    **dict.fromkeys(("Concat", "Pointwise", "Stack"), "spmd_stubs.core.sharding.elementwise"),
+    **dict.fromkeys(("EINSUM_FORM", "SpmdForm"), "spmd_stubs.core.sharding.errors"),
+    **dict.fromkeys(("Behaviour", "Opaque", "propagate"), "spmd_stubs.core.sharding.propagate"),
+    **dict.fromkeys(
+        ("effective", "normalise_orders", "same_spec", "spec_mismatch", "spec_text"), "spmd_stubs.core.sharding.specs"
+    ),
+}
 
 __all__ = [
     "Operand",
@@ -108,3 +141,15 @@ __all__ = [
     "spec_mismatch",
     "global_collective",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The first name asked for imports shard propagation and binds every name above, as an eager import would
+    (``propagate`` the function, not its module, which the import system binds first)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    for each, module_name in _LAZY.items():
+        globals()[each] = getattr(importlib.import_module(module_name), each)
+    return globals()[name]

@@ -16,10 +16,12 @@ from __future__ import annotations
 import enum
 import functools
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Sequence, Union
 
 from spmd_stubs.core.rules import Apply, Arg, Effect, Expr, Linearity
-from spmd_stubs.core.sharding import Behaviour, SpmdForm, View
+
+if TYPE_CHECKING:  # only named here: the records are built without importing shard propagation
+    from spmd_stubs.core.sharding import Behaviour, SpmdForm, View
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class Required(enum.Enum):
 REQUIRED = Required.REQUIRED
 """A shape parameter without a default: a call that does not pass it statically has no rule."""
 
-Value = Union[None, bool, int, tuple[int, ...], str, View]
+Value = Union[None, bool, int, tuple[int, ...], str, "View"]
 """A shape parameter's value as read from a call (the kinds :class:`Read` produces)."""
 
 

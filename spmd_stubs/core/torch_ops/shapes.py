@@ -8,27 +8,9 @@ from their values.  A value the behaviour cannot take raises
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
-from spmd_stubs.core.sharding import (
-    Along,
-    Attention,
-    Behaviour,
-    Concat,
-    Einsum,
-    Flatten,
-    Linear,
-    Matmul,
-    Movedim,
-    Permute,
-    Pointwise,
-    Reduce,
-    Squeeze,
-    Stack,
-    Transpose,
-    Unsqueeze,
-    View,
-)
+from spmd_stubs.core import sharding
 from spmd_stubs.core.torch_ops.record import REQUIRED, NoRule, Op, Param, Read, Required, ShapeRule, Value
 
 
@@ -53,20 +35,24 @@ def _dims(value: Value) -> tuple[int, ...] | None:
     raise NoRule("dims that are not ints")
 
 
-def constant(behaviour: Behaviour) -> ShapeRule:
-    """A rule that reads no dims from the call."""
-    return ShapeRule(lambda values, op: behaviour)
+def constant(behaviour: Callable[[], sharding.Behaviour]) -> ShapeRule:
+    """A rule that reads no dims from the call: ``behaviour()`` for every call.
+
+    A factory, not the behaviour itself: building the table leaves shard
+    propagation unimported (:mod:`~spmd_stubs.core.sharding` loads a name on first use).
+    """
+    return ShapeRule(lambda values, op: behaviour())
 
 
-POINTWISE = constant(Pointwise())
-ATTENTION = constant(Attention())
-ALONG_LAST_TWO = constant(Along((-2, -1)))
-MATRIX_TRANSPOSE = constant(Transpose(0, 1, matrix=True))
-LAST_TWO_TRANSPOSE = constant(Transpose(-2, -1))
+POINTWISE = constant(lambda: sharding.Pointwise())
+ATTENTION = constant(lambda: sharding.Attention())
+ALONG_LAST_TWO = constant(lambda: sharding.Along((-2, -1)))
+MATRIX_TRANSPOSE = constant(lambda: sharding.Transpose(0, 1, matrix=True))
+LAST_TWO_TRANSPOSE = constant(lambda: sharding.Transpose(-2, -1))
 
 
-def _matmul(values: Sequence[Value], op: Op) -> Behaviour:
-    return Matmul(None, op.spmd)
+def _matmul(values: Sequence[Value], op: Op) -> sharding.Behaviour:
+    return sharding.Matmul(None, op.spmd)
 
 
 MATMUL = ShapeRule(_matmul)
@@ -76,22 +62,22 @@ RMATMUL = ShapeRule(_matmul, swap=True)
 
 def matmul_of(equation: str) -> ShapeRule:
     """A matmul of fixed ranks, as its einsum equation (``mm``: ``ij,jk->ik``)."""
-    return ShapeRule(lambda values, op: Matmul((equation,), op.spmd))
+    return ShapeRule(lambda values, op: sharding.Matmul((equation,), op.spmd))
 
 
-def _einsum(values: Sequence[Value], op: Op) -> Behaviour:
+def _einsum(values: Sequence[Value], op: Op) -> sharding.Behaviour:
     (equation,) = values
     assert isinstance(equation, str), "Read.EQUATION gives a string"
-    return Einsum(equation, op.spmd)
+    return sharding.Einsum(equation, op.spmd)
 
 
 EINSUM = ShapeRule(_einsum, (Param("equation", read=Read.EQUATION),))
-LINEAR = ShapeRule(lambda values, op: Linear(op.spmd))
+LINEAR = ShapeRule(lambda values, op: sharding.Linear(op.spmd))
 
 
-def _reduce(values: Sequence[Value], op: Op) -> Behaviour:
+def _reduce(values: Sequence[Value], op: Op) -> sharding.Behaviour:
     dim, keepdim = values
-    return Reduce(_dims(dim), bool(keepdim), op.partial, op.spmd)
+    return sharding.Reduce(_dims(dim), bool(keepdim), op.partial, op.spmd)
 
 
 def reduce(dim: Value | Required = None) -> ShapeRule:
@@ -99,9 +85,9 @@ def reduce(dim: Value | Required = None) -> ShapeRule:
     return ShapeRule(_reduce, (Param("dim", dim), Param("keepdim", False)))
 
 
-def _reduce_or_pointwise(values: Sequence[Value], op: Op) -> Behaviour:
+def _reduce_or_pointwise(values: Sequence[Value], op: Op) -> sharding.Behaviour:
     *reduction, other = values
-    return Pointwise() if other else _reduce(reduction, op)
+    return sharding.Pointwise() if other else _reduce(reduction, op)
 
 
 REDUCE_OR_POINTWISE = ShapeRule(
@@ -110,12 +96,12 @@ REDUCE_OR_POINTWISE = ShapeRule(
 """``max`` / ``min``: a reduction, or elementwise where the call passes ``other``."""
 
 
-def _along(values: Sequence[Value], op: Op) -> Behaviour:
+def _along(values: Sequence[Value], op: Op) -> sharding.Behaviour:
     (dim,) = values
     dims = _dims(dim)
     if dims is None:
         raise NoRule("dim=None")
-    return Along(dims)
+    return sharding.Along(dims)
 
 
 def along(default: Value | Required = REQUIRED, name: str = "dim") -> ShapeRule:
@@ -123,12 +109,12 @@ def along(default: Value | Required = REQUIRED, name: str = "dim") -> ShapeRule:
     return ShapeRule(_along, (Param(name, default),))
 
 
-def _along_trailing(values: Sequence[Value], op: Op) -> Behaviour:
+def _along_trailing(values: Sequence[Value], op: Op) -> sharding.Behaviour:
     (normalized_shape,) = values
     if isinstance(normalized_shape, int):
-        return Along((-1,))
+        return sharding.Along((-1,))
     if isinstance(normalized_shape, tuple):
-        return Along(tuple(range(-len(normalized_shape), 0)))
+        return sharding.Along(tuple(range(-len(normalized_shape), 0)))
     raise NoRule("a normalized_shape that is not a shape")
 
 
@@ -136,9 +122,9 @@ ALONG_TRAILING = ShapeRule(_along_trailing, (Param("normalized_shape"),))
 """``layer_norm`` / ``rms_norm``: along the trailing dims ``normalized_shape`` covers."""
 
 
-def _transpose(values: Sequence[Value], op: Op) -> Behaviour:
+def _transpose(values: Sequence[Value], op: Op) -> sharding.Behaviour:
     first, second = values
-    return Transpose(_int(first), _int(second))
+    return sharding.Transpose(_int(first), _int(second))
 
 
 def transpose(first: str, second: str) -> ShapeRule:
@@ -146,32 +132,32 @@ def transpose(first: str, second: str) -> ShapeRule:
     return ShapeRule(_transpose, (Param(first), Param(second)))
 
 
-def _movedim(values: Sequence[Value], op: Op) -> Behaviour:
+def _movedim(values: Sequence[Value], op: Op) -> sharding.Behaviour:
     source, destination = values
-    return Movedim(_dims(source) or (), _dims(destination) or ())
+    return sharding.Movedim(_dims(source) or (), _dims(destination) or ())
 
 
-def _flatten(values: Sequence[Value], op: Op) -> Behaviour:
+def _flatten(values: Sequence[Value], op: Op) -> sharding.Behaviour:
     start, end = values
-    return Flatten(_int(start), _int(end))
+    return sharding.Flatten(_int(start), _int(end))
 
 
-PERMUTE = ShapeRule(lambda values, op: Permute(_dims(values[0]) or ()), (Param("dims"),))
+PERMUTE = ShapeRule(lambda values, op: sharding.Permute(_dims(values[0]) or ()), (Param("dims"),))
 MOVEDIM = ShapeRule(_movedim, (Param("source"), Param("destination")))
-UNSQUEEZE = ShapeRule(lambda values, op: Unsqueeze(_int(values[0])), (Param("dim"),))
-SQUEEZE = ShapeRule(lambda values, op: Squeeze(_dims(values[0])), (Param("dim", None),))
+UNSQUEEZE = ShapeRule(lambda values, op: sharding.Unsqueeze(_int(values[0])), (Param("dim"),))
+SQUEEZE = ShapeRule(lambda values, op: sharding.Squeeze(_dims(values[0])), (Param("dim", None),))
 FLATTEN = ShapeRule(_flatten, (Param("start_dim", 0), Param("end_dim", -1)))
-STACK = ShapeRule(lambda values, op: Stack(_int(values[0])), (Param("dim", 0),))
+STACK = ShapeRule(lambda values, op: sharding.Stack(_int(values[0])), (Param("dim", 0),))
 
 
 def cat(name: str = "dim") -> ShapeRule:
     """Joining along the dim the parameter ``name`` gives (``concatenate`` calls it ``axis``)."""
-    return ShapeRule(lambda values, op: Concat(_int(values[0])), (Param(name, 0),))
+    return ShapeRule(lambda values, op: sharding.Concat(_int(values[0])), (Param(name, 0),))
 
 
-def _view(values: Sequence[Value], op: Op) -> Behaviour:
+def _view(values: Sequence[Value], op: Op) -> sharding.Behaviour:
     (shape,) = values
-    assert isinstance(shape, View), "Read.NEW_SHAPE gives a View"
+    assert isinstance(shape, sharding.View), "Read.NEW_SHAPE gives a sharding.View"
     return shape
 
 

@@ -22,7 +22,7 @@ Composite ops are decompositions: ``linear(x, w, b)`` is ``x @ w.T + b``,
 from __future__ import annotations
 
 from spmd_stubs.core.rules import Apply, Arg, Effect, Linearity, Monotone
-from spmd_stubs.core.sharding import EINSUM_FORM, SpmdForm
+from spmd_stubs.core.sharding.errors import EINSUM_FORM, SpmdForm  # the package would load propagation
 from spmd_stubs.core.torch_ops.record import REQUIRED, Op, Rule, ShapeRule, Variadic
 from spmd_stubs.core.torch_ops.shapes import (
     ALONG_LAST_TWO,

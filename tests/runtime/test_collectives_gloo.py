@@ -145,6 +145,26 @@ def compiles_once_for_new_axes(mesh: DeviceMesh) -> None:
         spmd.unbind()
 
 
+def compiles_the_in_place_all_reduce(mesh: DeviceMesh) -> None:
+    """all_reduce_ traces whole (fullgraph) and writes the eager sum into its input."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def sync(g: torch.Tensor) -> torch.Tensor:
+        return spmd.all_reduce_(g, dp, src=spmd.P, dst=R)
+
+    spmd.bind_mesh(mesh)
+    try:
+        counter = CompileCounterWithBackend("aot_eager")
+        compiled = torch.compile(sync, backend=counter, fullgraph=True)
+        eager, traced = (torch.arange(4.0) + dist.get_rank() for _ in range(2))
+        assert sync(eager) is eager
+        compiled(traced)
+        assert counter.frame_count == 1
+        torch.testing.assert_close(traced, eager)
+    finally:
+        spmd.unbind()
+
+
 def backward_leaves_a_shared_gradient_alone(mesh: DeviceMesh) -> None:
     """convert(I,R)'s backward all-reduces a copy of the gradient it is handed.
 
@@ -183,6 +203,7 @@ def _build_checks() -> dict[str, Check]:
         group_argument_overrides_the_binding,
         compiles_with_collectives_and_casts,
         compiles_once_for_new_axes,
+        compiles_the_in_place_all_reduce,
         backward_leaves_a_shared_gradient_alone,
     ):
         checks[fn.__name__] = fn

@@ -30,7 +30,7 @@ from mypy.nodes import (
     UnaryExpr,
 )
 from mypy.plugin import FunctionContext, FunctionSigContext
-from mypy.types import AnyType, CallableType, FunctionLike, Type, get_proper_type
+from mypy.types import AnyType, CallableType, FunctionLike, NoneType, Type, get_proper_type
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.annotations import (
@@ -43,7 +43,15 @@ from spmd_mypy.annotations import (
     tensor_type_of,
 )
 from spmd_mypy.global_mode import boundaries, regions
-from spmd_mypy.representation import result_type, retype, spmd_members, unknown_tensor, updated_members
+from spmd_mypy.representation import (
+    members,
+    result_type,
+    retype,
+    spmd_members,
+    tensor_instance,
+    unknown_tensor,
+    updated_members,
+)
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Code, Partial, SpmdTypeError, TensorType, sharding
 
@@ -221,12 +229,13 @@ def collective_hook(name: str) -> Callable[[FunctionContext], Type]:
 def _check_in_place_target(ctx: FunctionContext, name: str, request: Request, target: Expression) -> None:
     """``all_reduce_(x, ...)``: x keeps its type, as any tensor written in place (``spmd-inplace``).
 
-    Except a parameter's ``.grad``: read, it is the pending gradient whether
-    or not a sync wrote it (:func:`spmd_mypy.backward.grad_attribute`), as
-    after ``p.grad = all_reduce(p.grad, ...)``; the call's result has the
-    synced type.  An untyped ``x`` has no type to keep.
+    Except a tensor's ``.grad``: read, it is the pending gradient whether or
+    not a sync wrote it (:func:`spmd_mypy.backward.grad_attribute`), as after
+    ``p.grad = all_reduce(p.grad, ...)``; the call's result has the synced
+    type.  (Another object's ``grad`` attribute keeps its declared type.)  An
+    untyped ``x`` has no type to keep.
     """
-    if isinstance(target, MemberExpr) and target.name == "grad":
+    if isinstance(target, MemberExpr) and target.name == "grad" and _a_tensor(ctx, target.expr):
         return
     for member in spmd_members(request.tensor):
         for axis in request.axes:
@@ -237,6 +246,14 @@ def _check_in_place_target(ctx: FunctionContext, name: str, request: Request, ta
                 core.check_inplace(name, written, request.dst, axis)
             except SpmdTypeError as error:
                 report.rule_error(ctx.api, ctx.context, error)
+
+
+def _a_tensor(ctx: FunctionContext, expr: Expression) -> bool:
+    """``expr`` is a tensor (each member of its union, None aside)."""
+    found = members(ctx.api.get_expression_type(expr))
+    return any(tensor_instance(m) is not None for m in found) and all(
+        tensor_instance(m) is not None or isinstance(m, NoneType) for m in found
+    )
 
 
 def _default_source(op: str) -> AxisType | None:

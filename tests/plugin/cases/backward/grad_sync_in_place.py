@@ -31,3 +31,12 @@ def aliased_gradient(p: Tensor[R@dp]) -> None:
     assert p.grad is not None
     g = p.grad
     spmd.all_reduce_(g, dp, src=P, dst=R)  # E: spmd-inplace
+
+
+class Accumulator:
+    grad: Tensor[P@dp]
+
+
+def not_a_tensors_grad(acc: Accumulator) -> None:
+    """Only a tensor's .grad reads as the pending gradient whatever was written: this one keeps P@dp."""
+    spmd.all_reduce_(acc.grad, dp, src=P, dst=R)  # E: spmd-inplace

@@ -19,18 +19,11 @@ from spmd_stubs import R, S, V
 from spmd_stubs.axes import dp, tp
 
 
-def _case_check(case, axis, groups, mesh: DeviceMesh) -> None:  # type: ignore[no-untyped-def]
+def _case_check(run, case, axis, groups, mesh: DeviceMesh) -> None:  # type: ignore[no-untyped-def]
+    """``run`` (:func:`check` or :func:`check_in_place`) on this world, the mesh bound."""
     spmd.bind_mesh(mesh)
     try:
-        check(GlooWorld(), case, axis, groups)
-    finally:
-        spmd.unbind()
-
-
-def _in_place_check(case, axis, groups, mesh: DeviceMesh) -> None:  # type: ignore[no-untyped-def]
-    spmd.bind_mesh(mesh)
-    try:
-        check_in_place(GlooWorld(), case, axis, groups)
+        run(GlooWorld(), case, axis, groups)
     finally:
         spmd.unbind()
 
@@ -192,10 +185,10 @@ def backward_leaves_a_shared_gradient_alone(mesh: DeviceMesh) -> None:
 def _build_checks() -> dict[str, Check]:
     checks: dict[str, Check] = {}
     for case in cases():
-        checks[f"tp:{case.id}"] = functools.partial(_case_check, case, tp, GROUPS["tp"])
-        checks[f"dp_tp:{case.id}"] = functools.partial(_case_check, case, (dp, tp), GROUPS["dp_tp"])
+        checks[f"tp:{case.id}"] = functools.partial(_case_check, check, case, tp, GROUPS["tp"])
+        checks[f"dp_tp:{case.id}"] = functools.partial(_case_check, check, case, (dp, tp), GROUPS["dp_tp"])
     for case in in_place_cases():
-        checks[f"in place, tp:{case.id}"] = functools.partial(_in_place_check, case, tp, GROUPS["tp"])
+        checks[f"in place, tp:{case.id}"] = functools.partial(_case_check, check_in_place, case, tp, GROUPS["tp"])
     for fn in (
         flattened_order_from_mesh,
         flattened_order_from_groups,

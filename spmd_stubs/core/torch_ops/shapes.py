@@ -8,6 +8,7 @@ from their values.  A value the behaviour cannot take raises
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 from spmd_stubs.core import sharding
@@ -36,12 +37,13 @@ def _dims(value: Value) -> tuple[int, ...] | None:
 
 
 def constant(behaviour: Callable[[], sharding.Behaviour]) -> ShapeRule:
-    """A rule that reads no dims from the call: ``behaviour()`` for every call.
+    """A rule that reads no dims from the call: ``behaviour()``, built on the first call and kept.
 
     A factory, not the behaviour itself: building the table leaves shard
     propagation unimported (:mod:`~spmd_stubs.core.sharding` loads a name on first use).
     """
-    return ShapeRule(lambda values, op: behaviour())
+    built = functools.cache(behaviour)
+    return ShapeRule(lambda values, op: built())
 
 
 POINTWISE = constant(lambda: sharding.Pointwise())

@@ -11,16 +11,28 @@ shape for every rank).  Functional collectives are about twice as slow as
 c10d calls on gloo for mid-sized tensors (an extra copy and the
 async-tensor wrapper), which is why eager code takes the c10d path; both
 give the same values.
+
+An eager c10d call goes straight to the process group's method (what
+``dist.all_reduce`` and its siblings end in) with options made once, where
+nothing else those functions do applies: no tensor subclass or torch
+function mode to hand the call to, no complex tensor to view as real; the
+group always has this rank (a mesh axis's, or one checked when its call
+site was made).  That skips their Python (about 2 us a call), which the
+raw code pays.
 """
 
 from __future__ import annotations
 
-from typing import Callable, cast
+from typing import Callable, TypeVar, cast
 
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
+from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, AllToAllOptions, ReduceScatterOptions
 from torch.distributed._local_tensor import LocalTensor, enabled_local_tensor_mode
+
+_Options = TypeVar("_Options", AllreduceOptions, ReduceScatterOptions, AllgatherOptions, AllToAllOptions)
+_Reducing = TypeVar("_Reducing", AllreduceOptions, ReduceScatterOptions)
 
 __all__ = ["REDUCE_OPS", "all_reduce_on", "all_reduce_into", "all_gather_on", "reduce_scatter_on", "all_to_all_rows"]
 
@@ -38,6 +50,35 @@ _wait = cast(Callable[[torch.Tensor], torch.Tensor], funcol.wait_tensor)
 """``funcol.wait_tensor``, which torch leaves unannotated."""
 
 
+def _blocking(options: _Options) -> _Options:
+    """``options`` for a call that waits for its result, as ``torch.distributed``'s functions set them."""
+    options.asyncOp = False
+    return options
+
+
+def _reducing(options: _Reducing, op: dist.ReduceOp) -> _Reducing:
+    options.reduceOp = op
+    return _blocking(options)
+
+
+_ALL_REDUCE_OPTIONS = {name: _reducing(AllreduceOptions(), op) for name, op in REDUCE_OPS.items()}
+_REDUCE_SCATTER_OPTIONS = {name: _reducing(ReduceScatterOptions(), op) for name, op in REDUCE_OPS.items()}
+_ALL_GATHER_OPTIONS = _blocking(AllgatherOptions())
+_ALL_TO_ALL_OPTIONS = _blocking(AllToAllOptions())
+"""Options of the four calls (a reduction's per op), made once: the group copies them."""
+
+
+def _direct(x: torch.Tensor) -> bool:
+    """Whether an eager c10d call on ``x`` (and its output buffer, made like it) goes straight to the group."""
+    return not (torch._C._has_torch_function_unary(x) or x.is_complex())
+
+
+def _done(work: dist.Work | None) -> None:
+    """Wait for ``work`` (a backend that finished in C++ returns none)."""
+    if work is not None:
+        work.wait()
+
+
 def functional(x: torch.Tensor) -> bool:
     """Whether a call on ``x`` takes the functional collectives: traced, or simulated
     (a ``LocalTensor``, or any tensor while a ``LocalTensorMode`` is active)."""
@@ -53,7 +94,7 @@ def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") ->
     if functional(x):
         return _wait(funcol.all_reduce(x.contiguous(), op, group))
     out = x.clone(memory_format=torch.contiguous_format)
-    dist.all_reduce(out, op=REDUCE_OPS[op], group=group)
+    _all_reduce_c10d(out, group, op)
     return out
 
 
@@ -65,8 +106,16 @@ def all_reduce_into(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") 
     """
     if functional(x) or not x.is_contiguous():
         return x.copy_(all_reduce_on(x, group, op))
-    dist.all_reduce(x, op=REDUCE_OPS[op], group=group)
+    _all_reduce_c10d(x, group, op)
     return x
+
+
+def _all_reduce_c10d(x: torch.Tensor, group: dist.ProcessGroup, op: str) -> None:
+    """``dist.all_reduce(x, REDUCE_OPS[op], group)``: ``x`` reduced in place."""
+    if _direct(x):
+        _done(group.allreduce([x], _ALL_REDUCE_OPTIONS[op]))
+    else:
+        dist.all_reduce(x, op=REDUCE_OPS[op], group=group)
 
 
 def all_gather_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int) -> torch.Tensor:
@@ -75,7 +124,10 @@ def all_gather_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int
         return _wait(funcol.all_gather_single(x.contiguous(), dim, group))
     x = x.contiguous()
     out = x.new_empty((size * x.size(0), *x.shape[1:]))
-    dist.all_gather_single(out, x, group=group)
+    if _direct(x):
+        _done(group.all_gather_single(out, x, _ALL_GATHER_OPTIONS))
+    else:
+        dist.all_gather_single(out, x, group=group)
     return out if dim == 0 else torch.cat(out.chunk(size), dim)
 
 
@@ -87,7 +139,10 @@ def reduce_scatter_on(
         return _wait(funcol.reduce_scatter_single(x.contiguous(), op, dim, group))
     rows = x.contiguous() if dim == 0 else torch.cat(x.chunk(size, dim))
     out = rows.new_empty((rows.size(0) // size, *rows.shape[1:]))
-    dist.reduce_scatter_single(out, rows, op=REDUCE_OPS[op], group=group)
+    if _direct(rows):
+        _done(group.reduce_scatter_single(out, rows, _REDUCE_SCATTER_OPTIONS[op]))
+    else:
+        dist.reduce_scatter_single(out, rows, op=REDUCE_OPS[op], group=group)
     return out
 
 
@@ -97,5 +152,8 @@ def all_to_all_rows(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
         return _wait(funcol.all_to_all_single(x.contiguous(), None, None, group))
     x = x.contiguous()
     out = torch.empty_like(x)
-    dist.all_to_all_single(out, x, group=group)
+    if _direct(x):
+        _done(group.all_to_all_single(out, x, [], [], _ALL_TO_ALL_OPTIONS))
+    else:
+        dist.all_to_all_single(out, x, group=group)
     return out

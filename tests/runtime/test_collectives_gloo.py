@@ -13,6 +13,7 @@ import torch.distributed as dist
 from spmd_cases import cases, check, check_in_place, in_place_cases
 from spmd_world import GROUPS, Check, GlooWorld, gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
+from torch.overrides import TorchFunctionMode
 
 import spmd_stubs as spmd
 from spmd_stubs import R, S, V
@@ -182,6 +183,44 @@ def backward_leaves_a_shared_gradient_alone(mesh: DeviceMesh) -> None:
         spmd.unbind()
 
 
+class _SeenCalls(TorchFunctionMode):
+    """Records the name of every function torch hands it, then runs the function."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.names.append(getattr(func, "__name__", ""))
+        return func(*args, **(kwargs or {}))
+
+
+def complex_and_torch_function_calls_keep_torch_distributed(mesh: DeviceMesh) -> None:
+    """The direct c10d path leaves to ``torch.distributed``'s functions what they do first.
+
+    A complex tensor is reduced as its real view; under a torch function mode
+    (non-strict export maps collectives to functional ones in one) the mode
+    sees every collective, as it would in raw code.
+    """
+    spmd.bind_mesh(mesh)
+    try:
+        tp_ranks = GROUPS["tp"][dist.get_rank() // 2]
+        z = torch.tensor([complex(1, dist.get_rank())])
+        total = spmd.all_reduce(z, tp, src=spmd.P, dst=R)
+        torch.testing.assert_close(total, torch.tensor([complex(2, sum(tp_ranks))]))
+        gathered = spmd.all_gather(z, tp, src=S(0), dst=R)
+        torch.testing.assert_close(gathered, torch.tensor([complex(1, r) for r in tp_ranks]))
+        with _SeenCalls() as mode:
+            x = _rank_tensor().repeat(2)
+            spmd.all_reduce(x, tp, src=spmd.P, dst=R)
+            spmd.all_gather(x, tp, src=S(0), dst=R)
+            spmd.reduce_scatter(x, tp, src=spmd.P, dst=S(0))
+            spmd.all_to_all(x, tp, src=S(0), dst=S(0))
+        assert {"all_reduce", "all_gather_single", "reduce_scatter_single", "all_to_all_single"} <= set(mode.names)
+    finally:
+        spmd.unbind()
+
+
 def _build_checks() -> dict[str, Check]:
     checks: dict[str, Check] = {}
     for case in cases():
@@ -198,6 +237,7 @@ def _build_checks() -> dict[str, Check]:
         compiles_once_for_new_axes,
         compiles_the_in_place_all_reduce,
         backward_leaves_a_shared_gradient_alone,
+        complex_and_torch_function_calls_keep_torch_distributed,
     ):
         checks[fn.__name__] = fn
     return checks

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_collectives.py [--rounds 11] [--min-size 1024] [--max-size 16777216] [--validate]
         [--control]
-        [--world 4] [--backend gloo|nccl] [--device cpu|cuda] [--simulated]
+        [--world 4] [--backend gloo|nccl] [--device cpu|cuda] [--simulated] [--default-malloc]
 
 By default 4 local gloo ranks on CPU tensors.  ``--device cuda`` puts the
 tensors on the GPU (rank ``r`` on GPU ``r`` modulo the GPUs there are, so
@@ -23,7 +23,10 @@ jobs share the cores), and typed/raw of each.  The raw calls are the
 equivalents of the typed ones, out of place but for ``all_reduce_``'s (whose
 input is zeros, so that the repeated in-place sums stay finite).  ``--control``
 adds a row timing the raw in-place all-reduce against itself: its ratios are
-how far two identical sides drift apart on this machine.  With ``--validate`` the typed
+how far two identical sides drift apart on this machine.  Each rank first
+fixes glibc's malloc thresholds (``scripts/steady_malloc.py``;
+``--default-malloc`` leaves them moving), so that output buffers are reused
+rather than mapped afresh.  With ``--validate`` the typed
 calls run in validation mode (each first checks that the ranks agree):
 typed/raw is then that mode's cost.
 
@@ -51,6 +54,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from steady_malloc import steady_malloc
 from torch.distributed._local_tensor import LocalTensorMode
 
 import spmd_stubs as spmd
@@ -182,6 +186,7 @@ def _worker(rank: int, port: int, args: argparse.Namespace, sizes: list[int]) ->
     global WORLD
     WORLD = args.world
     torch.set_num_threads(1)
+    malloc = "malloc as it is" if args.default_malloc else steady_malloc()
     spmd.set_validation(args.validate)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     device = torch.device(args.device, rank % torch.cuda.device_count()) if args.device == "cuda" else None
@@ -190,7 +195,7 @@ def _worker(rank: int, port: int, args: argparse.Namespace, sizes: list[int]) ->
     dist.init_process_group(args.backend, rank=rank, world_size=WORLD, timeout=timedelta(seconds=120), device_id=device)
     spmd.bind_groups({world: dist.group.WORLD})
     if rank == 0:
-        _header(f"{WORLD} {args.backend} ranks, {args.device} tensors", args.rounds)
+        _header(f"{WORLD} {args.backend} ranks, {args.device} tensors, {malloc}", args.rounds)
     for size in sizes:
         for name, size, times in _bench(lambda n: torch.randn(n, device=device), size, args):
             gathered: list[Any] = [None] * WORLD
@@ -236,6 +241,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
     parser.add_argument("--simulated", action="store_true", help="one process, LocalTensorMode")
+    parser.add_argument(
+        "--default-malloc", action="store_true", help="leave glibc's mmap threshold moving (see steady_malloc.py)"
+    )
     args = parser.parse_args(argv)
     sizes = [size for size in SIZES if args.min_size <= size <= args.max_size]
     if args.simulated:

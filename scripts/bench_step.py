@@ -1,7 +1,7 @@
 """A training step of the typed GPT example against the same model with raw Megatron-style comms.
 
     .venv/bin/python scripts/bench_step.py [--blocks 6] [--steps-per-block 5] [--raw-out-of-place]
-        [--device cpu|cuda] [--nccl | --fake]
+        [--device cpu|cuda] [--nccl | --fake] [--default-malloc]
 
 Four local gloo ranks (2 dp x 2 tp) build ``examples/gpt/tp_gpt.py``'s model
 once, on CPU tensors or, with ``--device cuda``, on the GPU (rank ``r`` on
@@ -23,6 +23,10 @@ communication, ``reinterpret``, become the identity), and ``spmd.linear``
 ``F.linear``) by ``F.linear``.  A step is forward,
 backward and the dp gradient all-reduce; weights are not updated, so every
 step does the same work.
+
+Every rank fixes glibc's malloc thresholds first (``scripts/steady_malloc.py``;
+``--default-malloc`` leaves them moving), so that both variants reuse freed
+buffers instead of mapping fresh pages for each.
 
 The two variants are first checked to give the same loss and gradients, then
 timed in alternating blocks (the order flips every block, a barrier before
@@ -52,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gp
 
 import tp_gpt
 from gloo_launch import free_port, spawn
+from steady_malloc import steady_malloc
 
 import spmd_stubs as spmd
 from spmd_stubs import I, P, Pmax, R, S, V
@@ -320,12 +325,15 @@ class Run:
     blocks: int
     per_block: int
     in_place: bool
+    steady_malloc: bool
 
 
 def rank_main(run: Run) -> list[dict[str, Any]]:
     """Both SP modes on this rank, in one world."""
     global IN_PLACE, MESH, DEVICE
     IN_PLACE, MESH = run.in_place, run.mesh
+    if run.steady_malloc:
+        steady_malloc()
     if run.device == "cuda":
         DEVICE = torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
         torch.cuda.set_device(DEVICE)
@@ -417,6 +425,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         "--raw-out-of-place", action="store_true", help="raw all-reduces a copy, not the caller's tensor (as typed does)"
     )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
+    parser.add_argument(
+        "--default-malloc", action="store_true", help="leave glibc's mmap threshold moving (see steady_malloc.py)"
+    )
     alone = parser.add_mutually_exclusive_group()
     alone.add_argument("--nccl", action="store_true", help="one NCCL rank on one GPU (implies --device cuda)")
     alone.add_argument("--fake", action="store_true", help="rank 0 alone on the fake process group (no waits)")
@@ -427,10 +438,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         blocks=args.blocks,
         per_block=args.steps_per_block,
         in_place=not args.raw_out_of_place,
+        steady_malloc=not args.default_malloc,
     )
     backend = ("one NCCL rank" if args.nccl else "rank 0 alone on the fake process group" if args.fake
                else f"{run.mesh[0] * run.mesh[1]} gloo ranks")
-    print(f"{CONFIG}, float32, {backend}, {run.device} tensors, {os.cpu_count()} cores; before: {load()}", flush=True)
+    malloc = "malloc as it is" if args.default_malloc else steady_malloc()
+    print(f"{CONFIG}, float32, {backend}, {run.device} tensors, {os.cpu_count()} cores; {malloc}; before: {load()}", flush=True)
     if args.nccl:
         per_rank = run_alone_on_nccl(rank_main, run)
     elif args.fake:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 RATIO = r"\d+\.\d{3}"
+STEADY_MALLOC = "glibc malloc: mmap threshold fixed at 64 MiB"
+"""What the scripts report having done first on this (glibc) machine: ``scripts/steady_malloc.py``."""
 
 
 def _run(script: str, *args: str) -> str:
@@ -30,12 +32,14 @@ def test_bench_step_prints_both_ratios_and_equal_gradients() -> None:
 def test_bench_step_runs_rank_0_alone_on_the_fake_backend() -> None:
     out = _run("bench_step.py", "--fake", "--blocks", "1", "--steps-per-block", "1")
     assert "rank 0 alone on the fake process group" in out.splitlines()[0], out
+    assert STEADY_MALLOC in out.splitlines()[0], out
     for sp in ("off", "on"):
         assert re.search(rf"^\| 2 dp x 2 tp, SP {sp} \|.*\| ({RATIO}) \|.*\| ({RATIO}) \| \S+ \|$", out, re.M), out
 
 
 def test_bench_collectives_prints_wall_and_cpu_ratios() -> None:
     out = _run("bench_collectives.py", "--rounds", "1", "--max-size", "1024", "--control")
+    assert STEADY_MALLOC in out.splitlines()[0], out
     for op in ("all_reduce", "all_reduce_", "all_gather", "reduce_scatter", "all_to_all",
                "control: raw all_reduce_ vs itself"):
         assert re.search(rf"^\| {op} \| 1 KiB \|.*\| {RATIO} \|.*\| {RATIO} \|$", out, re.M), out

@@ -24,7 +24,7 @@ communication, ``reinterpret``, become the identity), and ``spmd.linear``
 backward and the dp gradient all-reduce; weights are not updated, so every
 step does the same work.
 
-Every rank fixes glibc's malloc thresholds first (``scripts/steady_malloc.py``;
+Every rank runs one intra-op thread and fixes glibc's malloc thresholds first (``scripts/steady_malloc.py``;
 ``--default-malloc`` leaves them moving), so that both variants reuse freed
 buffers instead of mapping fresh pages for each.
 
@@ -332,6 +332,10 @@ def rank_main(run: Run) -> list[dict[str, Any]]:
     """Both SP modes on this rank, in one world."""
     global IN_PLACE, MESH, DEVICE
     IN_PLACE, MESH = run.in_place, run.mesh
+    # One intra-op thread per rank, as torchrun sets for several ranks a node
+    # (OMP_NUM_THREADS=1): with two, a step took 5.5 ms in one process and
+    # 8.4 ms in the next, as the second thread got a core or not.
+    torch.set_num_threads(1)
     if run.steady_malloc:
         steady_malloc()
     if run.device == "cuda":
@@ -443,7 +447,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     backend = ("one NCCL rank" if args.nccl else "rank 0 alone on the fake process group" if args.fake
                else f"{run.mesh[0] * run.mesh[1]} gloo ranks")
     malloc = "malloc as it is" if args.default_malloc else steady_malloc()
-    print(f"{CONFIG}, float32, {backend}, {run.device} tensors, {os.cpu_count()} cores; {malloc}; before: {load()}", flush=True)
+    print(f"{CONFIG}, float32, {backend}, {run.device} tensors, {os.cpu_count()} cores, one thread a rank; {malloc}; before: {load()}", flush=True)
     if args.nccl:
         per_rank = run_alone_on_nccl(rank_main, run)
     elif args.fake:

@@ -24,12 +24,24 @@ erased check alternate, each run with a fresh copy of its cache, so both
 sides see the same load; it prints the median wall and CPU (user + system)
 seconds of each side and their ratios.
 
+    python scripts/bench_checker.py --breakdown [--sizes 10000 50000] [--repeat 5]
+
+``--breakdown`` runs the same alternating new-code checks each in one
+process (``scripts/hook_timer.py``) and splits the typed check's CPU
+seconds (medians): plain mypy's on the erased code, the plugin's hooks
+(timed at their outermost call, what mypy does inside a hook included),
+and the rest: mypy's own extra work on typed code, the hook lookups, the
+timing's own cost.  ``no hooks`` is (typed - hooks) / plain, the ratio that
+hooks costing nothing would leave; the plugin's import (done before the
+run) is apart.  Then the last typed run's hooks by kind.
+
 Ratios are printed; nothing is asserted (timings are not tests).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import resource
@@ -41,9 +53,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = "spmd_mypy"
+_R = TypeVar("_R")
 BLOCKS_PER_MODULE = 3
 
 HEADER = '''"""Generated tensor-parallel blocks ({index})."""
@@ -252,28 +266,54 @@ def timed_cpu(cmd: list[str], root: Path) -> tuple[float, float, subprocess.Comp
     return wall, cpu, proc
 
 
+@dataclass
+class Side:
+    """One side of a side-by-side run: its package, config and dependency cache."""
+
+    root: Path
+    config: Path
+    deps: Path
+    what: str
+    lines: int
+
+
+def prepare_sides(tmp: Path, size: int) -> dict[bool, Side]:
+    """The typed (True) and erased (False) packages of ``size`` lines, each with its dependency cache filled."""
+    sides = {}
+    for plugin in (True, False):
+        root = tmp / ("typed" if plugin else "erased")
+        root.mkdir()
+        config = write_config(root, plugin)
+        what = "typed code with the plugin" if plugin else "erased code, plain mypy"
+        deps = fill_deps_cache(root, config, plugin, what)
+        sides[plugin] = Side(root, config, deps, what, count_lines(generate(root, size, typed=plugin)))
+    return sides
+
+
+def alternate(sides: dict[bool, Side], repeat: int, run: Callable[[Side, Path], _R]) -> dict[bool, list[_R]]:
+    """``run(side, cache)`` ``repeat`` times a side, the order flipping every round, each on a fresh copy of the side's cache."""
+    runs: dict[bool, list[_R]] = {True: [], False: []}
+    for n in range(repeat):
+        for plugin in ((True, False) if n % 2 == 0 else (False, True)):
+            side = sides[plugin]
+            cache = side.root / ".mypy_cache_new"
+            shutil.rmtree(cache, ignore_errors=True)
+            shutil.copytree(side.deps, cache)
+            runs[plugin].append(run(side, cache))
+    return runs
+
+
+def _new_code_run(side: Side, cache: Path) -> tuple[float, float]:
+    wall, cpu, proc = timed_cpu(mypy_cmd(side.config, cache), side.root)
+    _checked(proc, side.what)
+    return wall, cpu
+
+
 def new_code_only(size: int, repeat: int) -> None:
     """The new-code column alone, the typed and the erased check alternating (see the module docstring)."""
     with tempfile.TemporaryDirectory(prefix="spmd_bench_") as tmp:
-        sides = {}
-        for plugin in (True, False):
-            root = Path(tmp) / ("typed" if plugin else "erased")
-            root.mkdir()
-            config = write_config(root, plugin)
-            what = "typed code with the plugin" if plugin else "erased code, plain mypy"
-            deps = fill_deps_cache(root, config, plugin, what)
-            lines = count_lines(generate(root, size, typed=plugin))
-            sides[plugin] = (root, config, deps, what, lines)
-        runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
-        for n in range(repeat):
-            for plugin in ((True, False) if n % 2 == 0 else (False, True)):
-                root, config, deps, what, _ = sides[plugin]
-                cache = root / ".mypy_cache_new"
-                shutil.rmtree(cache, ignore_errors=True)
-                shutil.copytree(deps, cache)
-                wall, cpu, proc = timed_cpu(mypy_cmd(config, cache), root)
-                _checked(proc, what)
-                runs[plugin].append((wall, cpu))
+        sides = prepare_sides(Path(tmp), size)
+        runs = alternate(sides, repeat, _new_code_run)
         medians = {}
         for plugin in (True, False):
             wall = statistics.median(w for w, _ in runs[plugin])
@@ -281,9 +321,36 @@ def new_code_only(size: int, repeat: int) -> None:
             medians[plugin] = (wall, cpu)
             mode = "typed + plugin" if plugin else "erased, plain mypy"
             each = " ".join(f"{w:.2f}" for w, _ in runs[plugin])
-            print(f"{sides[plugin][4]:>7} {mode:<22} {wall:8.2f} {cpu:8.2f}   runs: {each}")
+            print(f"{sides[plugin].lines:>7} {mode:<22} {wall:8.2f} {cpu:8.2f}   runs: {each}")
         (wall_a, cpu_a), (wall_b, cpu_b) = medians[True], medians[False]
         print(f"{'':>7} {'ratio plugin/plain':<22} {wall_a / wall_b:8.2f} {cpu_a / cpu_b:8.2f}", flush=True)
+
+
+def _hook_times(side: Side, cache: Path) -> dict[str, Any]:
+    """One new-code check in one process (``scripts/hook_timer.py``): its CPU, the hooks' share."""
+    cmd = [sys.executable, str(Path(__file__).with_name("hook_timer.py")), *mypy_cmd(side.config, cache)[3:]]
+    _, proc = timed(cmd, side.root)
+    _checked(proc, side.what)
+    return json.loads(proc.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def breakdown(size: int, repeat: int) -> None:
+    """Where the typed check's extra CPU goes: the hooks, and the rest (see ``--breakdown``)."""
+    with tempfile.TemporaryDirectory(prefix="spmd_bench_") as tmp:
+        sides = prepare_sides(Path(tmp), size)
+        runs = alternate(sides, repeat, _hook_times)
+    plain = statistics.median(r["total"] for r in runs[False])
+    typed = statistics.median(r["total"] for r in runs[True])
+    hooks = statistics.median(sum(s for _, s in r["hooks"].values()) for r in runs[True])
+    imported = statistics.median(r["import"] for r in runs[True])
+    rest = typed - hooks - plain
+    print(
+        f"{sides[True].lines:>7} {plain:8.2f} {typed:8.2f} {hooks:8.2f} {rest:8.2f} "
+        f"{typed / plain:8.2f} {(typed - hooks) / plain:10.2f} {imported:8.3f}"
+    )
+    last = runs[True][-1]["hooks"]
+    for kind, (calls, seconds) in sorted(last.items(), key=lambda item: -item[1][1]):
+        print(f"{'':>7}   {kind:<32} {calls:>7} calls {seconds:6.3f} s {1e6 * seconds / calls:6.1f} us a call")
 
 
 def measure_dmypy(root: Path, config: Path, repeat: int, what: str) -> tuple[float, float]:
@@ -312,7 +379,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--new-code-only", action="store_true", help="only the new-code column, sides alternating")
+    parser.add_argument("--breakdown", action="store_true", help="the new-code check's CPU split: hooks and the rest")
     args = parser.parse_args(argv)
+    if args.breakdown:
+        print(f"{'lines':>7} {'plain s':>8} {'typed s':>8} {'hooks s':>8} {'rest s':>8} {'ratio':>8} "
+              f"{'no hooks':>10} {'import s':>8}", flush=True)
+        for size in args.sizes:
+            breakdown(size, args.repeat)
+        return 0
     if args.new_code_only:
         print(f"{'lines':>7} {'mode':<22} {'new code s':>8} {'CPU s':>8}", flush=True)
         for size in args.sizes:

@@ -36,3 +36,21 @@ def test_bench_features_prints_each_feature_against_a_plain_run() -> None:
     for _, feature, plain, ratio in rows:
         # the ratio is of the unrounded seconds: equal to the printed ones' within their rounding
         assert float(ratio) == pytest.approx(float(feature) / float(plain), rel=0.03)
+
+
+def test_bench_checker_breakdown_splits_the_typed_check() -> None:
+    command = [sys.executable, str(ROOT / "scripts" / "bench_checker.py"), "--breakdown", "--sizes", "200",
+               "--repeat", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    number = r"\s+(\d+\.\d+)"
+    row = re.search(rf"^\s+\d+{number * 7}$", done.stdout, re.M)
+    assert row is not None, done.stdout
+    plain, typed, hooks, rest, ratio, no_hooks, _ = map(float, row.groups())
+    # printed from unrounded seconds: each agrees with the others within their rounding
+    assert rest == pytest.approx(typed - hooks - plain, abs=0.02)
+    assert ratio == pytest.approx(typed / plain, abs=0.02)
+    assert no_hooks == pytest.approx((typed - hooks) / plain, abs=0.05)
+    kinds = dict(re.findall(r"^\s+(get_\w+|report_config_data)\s+(\d+) calls", done.stdout, re.M))
+    # every annotation of the package goes through the type-analyze hook
+    assert int(kinds.get("get_type_analyze_hook", 0)) > 10, done.stdout

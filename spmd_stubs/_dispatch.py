@@ -201,7 +201,8 @@ class _Bound:
         gradient through unchanged.
         """
         plan = self.plan
-        recording = torch.is_grad_enabled() and x.requires_grad
+        # The tensor's flag first: a gradient (the backward's input) is answered by one C call.
+        recording = x.requires_grad and torch.is_grad_enabled()
         if self.divisor == 1 and (plan.passthrough if recording else plan.moves_nothing):
             return x
         if recording:
@@ -243,7 +244,7 @@ class _InPlaceSite(_Site):
     __slots__ = ()
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() and x.requires_grad:
+        if x.requires_grad and torch.is_grad_enabled():
             raise not_differentiable(self.op, self.comm.axis)
         y = self.plan.run(x, self.comm, 1)
         return y if self.divisor == 1 else y.div_(self.divisor)

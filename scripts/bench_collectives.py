@@ -1,6 +1,6 @@
 """Typed collectives against the raw torch.distributed calls, on local ranks or in the simulated world.
 
-    .venv/bin/python scripts/bench_collectives.py [--rounds 11] [--min-size 1024] [--max-size 16777216] [--validate]
+    .venv/bin/python scripts/bench_collectives.py [--rounds 11] [--calls 4] [--min-size 1024] [--max-size 16777216] [--validate]
         [--control]
         [--world 4] [--backend gloo|nccl] [--device cpu|cuda] [--simulated] [--default-malloc]
 
@@ -15,7 +15,8 @@ calls are the same calls there, emulated.
 For each per-rank input size (1 KiB .. 16 MiB of float32 by default; powers
 of 4 between ``--min-size`` and ``--max-size`` bytes) and each collective,
 typed and raw batches of calls alternate in rounds, the order flipped every
-round, a barrier before each batch.  The table gives, per call, the median
+round, a barrier before each batch (of 256 KiB of calls, and at least
+``--calls``).  The table gives, per call, the median
 over the rounds of the wall time (the slowest rank's) and of the main
 thread's CPU time (the ranks' mean; gloo communicates on its own threads,
 so this is the call's own work, steadier than the wall time where other
@@ -140,7 +141,7 @@ def _bench(make: Callable[[int], torch.Tensor], size: int, args: argparse.Namesp
     """Per collective: typed and raw, each round's times on this rank; ``make(n)`` gives an input of n floats."""
     rows = []
     x = make(size // 4)
-    iters = max(4, (1 << 18) // size)
+    iters = max(args.calls, (1 << 18) // size)
     for name, (typed, raw) in {**PAIRS, **(CONTROL if args.control else {})}.items():
         variants = {"typed": typed, "raw": raw}
         given = torch.zeros_like(x) if name in IN_PLACE else x
@@ -233,6 +234,7 @@ def _simulated(args: argparse.Namespace, sizes: list[int]) -> None:
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--calls", type=int, default=4, help="calls per timed batch, at least (small sizes make more)")
     parser.add_argument("--min-size", type=int, default=1 << 10, help="smallest per-rank size, bytes")
     parser.add_argument("--max-size", type=int, default=1 << 24, help="largest per-rank size, bytes")
     parser.add_argument("--validate", action="store_true", help="typed calls in validation mode")

@@ -1,6 +1,6 @@
 """Typed collectives against the raw torch.distributed calls, on local ranks or in the simulated world.
 
-    .venv/bin/python scripts/bench_collectives.py [--rounds 11] [--calls 4] [--min-size 1024] [--max-size 16777216] [--validate]
+    .venv/bin/python scripts/bench_collectives.py [--rounds 11] [--calls 16] [--min-size 1024] [--max-size 16777216] [--validate]
         [--control]
         [--world 4] [--backend gloo|nccl] [--device cpu|cuda] [--simulated] [--default-malloc]
 
@@ -234,7 +234,7 @@ def _simulated(args: argparse.Namespace, sizes: list[int]) -> None:
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--calls", type=int, default=4, help="calls per timed batch, at least (small sizes make more)")
+    parser.add_argument("--calls", type=int, default=16, help="calls per timed batch, at least (small sizes make more)")
     parser.add_argument("--min-size", type=int, default=1 << 10, help="smallest per-rank size, bytes")
     parser.add_argument("--max-size", type=int, default=1 << 24, help="largest per-rank size, bytes")
     parser.add_argument("--validate", action="store_true", help="typed calls in validation mode")

@@ -15,8 +15,8 @@ give the same values.
 An eager c10d call goes straight to the process group's method (what
 ``dist.all_reduce`` and its siblings end in) with options made once, where
 nothing else those functions do applies: no tensor subclass or torch
-function mode to hand the call to, no complex tensor to view as real; the
-group always has this rank (a mesh axis's, or one checked when its call
+function mode to hand the call to, no complex tensor to view as real, no
+``_coalescing_manager`` block to queue the call in; the group always has this rank (a mesh axis's, or one checked when its call
 site was made).  That skips their Python (about 2 us a call), which the
 raw code pays.
 """
@@ -68,8 +68,22 @@ _ALL_TO_ALL_OPTIONS = _blocking(AllToAllOptions())
 """Options of the four calls (a reduction's per op), made once: the group copies them."""
 
 
+_COALESCING: dict[dist.ProcessGroup, list[object]] | None = getattr(
+    getattr(dist.distributed_c10d, "_world", None), "pg_coalesce_state", None
+)
+"""torch's open ``_coalescing_manager`` blocks, group -> the calls queued in it (None where torch keeps them elsewhere).
+
+Inside one, ``torch.distributed``'s functions queue a call to issue it with
+the others at the block's end; a call straight to the group would run at
+once, and on NCCL wait inside the group's coalescing for work not yet
+launched.  The dict is torch's own, emptied and filled in place.
+"""
+
+
 def _direct(x: torch.Tensor) -> bool:
     """Whether an eager c10d call on ``x`` (and its output buffer, made like it) goes straight to the group."""
+    if _COALESCING is None or _COALESCING:
+        return False
     return not (torch._C._has_torch_function_unary(x) or x.is_complex())
 
 

@@ -221,6 +221,21 @@ def complex_and_torch_function_calls_keep_torch_distributed(mesh: DeviceMesh) ->
         spmd.unbind()
 
 
+def coalescing_block_queues_typed_calls(mesh: DeviceMesh) -> None:
+    """Inside torch's ``_coalescing_manager`` block a typed call is queued, as a raw one is, and issued at its end."""
+    spmd.bind_mesh(mesh)
+    try:
+        group = spmd.group_of(tp)
+        with dist._coalescing_manager(group=group):
+            total = spmd.all_reduce(_rank_tensor(), tp, src=spmd.P, dst=R)
+            queued = len(dist.distributed_c10d._world.pg_coalesce_state[group])
+        assert queued == 1, queued
+        tp_ranks = GROUPS["tp"][dist.get_rank() // 2]
+        torch.testing.assert_close(total, torch.tensor([float(sum(tp_ranks))]))
+    finally:
+        spmd.unbind()
+
+
 def _build_checks() -> dict[str, Check]:
     checks: dict[str, Check] = {}
     for case in cases():
@@ -238,6 +253,7 @@ def _build_checks() -> dict[str, Check]:
         compiles_the_in_place_all_reduce,
         backward_leaves_a_shared_gradient_alone,
         complex_and_torch_function_calls_keep_torch_distributed,
+        coalescing_block_queues_typed_calls,
     ):
         checks[fn.__name__] = fn
     return checks

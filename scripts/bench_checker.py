@@ -201,8 +201,13 @@ def _checked(proc: subprocess.CompletedProcess[str], what: str) -> None:
         raise SystemExit(f"{what} did not check clean:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
 
 
+def mypy_args(config: Path, cache: Path) -> list[str]:
+    """mypy's arguments for checking the package."""
+    return ["--config-file", str(config), "--cache-dir", str(cache), "-p", "benchpkg"]
+
+
 def mypy_cmd(config: Path, cache: Path) -> list[str]:
-    return [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(cache), "-p", "benchpkg"]
+    return [sys.executable, "-m", "mypy", *mypy_args(config, cache)]
 
 
 @dataclass
@@ -270,6 +275,7 @@ def timed_cpu(cmd: list[str], root: Path) -> tuple[float, float, subprocess.Comp
 class Side:
     """One side of a side-by-side run: its package, config and dependency cache."""
 
+    plugin: bool
     root: Path
     config: Path
     deps: Path
@@ -286,7 +292,7 @@ def prepare_sides(tmp: Path, size: int) -> dict[bool, Side]:
         config = write_config(root, plugin)
         what = "typed code with the plugin" if plugin else "erased code, plain mypy"
         deps = fill_deps_cache(root, config, plugin, what)
-        sides[plugin] = Side(root, config, deps, what, count_lines(generate(root, size, typed=plugin)))
+        sides[plugin] = Side(plugin, root, config, deps, what, count_lines(generate(root, size, typed=plugin)))
     return sides
 
 
@@ -328,7 +334,8 @@ def new_code_only(size: int, repeat: int) -> None:
 
 def _hook_times(side: Side, cache: Path) -> dict[str, Any]:
     """One new-code check in one process (``scripts/hook_timer.py``): its CPU, the hooks' share."""
-    cmd = [sys.executable, str(Path(__file__).with_name("hook_timer.py")), *mypy_cmd(side.config, cache)[3:]]
+    plugin = ["--plugin"] if side.plugin else []
+    cmd = [sys.executable, str(Path(__file__).with_name("hook_timer.py")), *plugin, *mypy_args(side.config, cache)]
     _, proc = timed(cmd, side.root)
     _checked(proc, side.what)
     return json.loads(proc.stdout.splitlines()[-1])  # type: ignore[no-any-return]

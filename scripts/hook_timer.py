@@ -1,17 +1,19 @@
 """One mypy run in this process: its CPU seconds, and the plugin's hooks' share, timed at their outermost call.
 
-    python scripts/hook_timer.py MYPY_ARGS...     (e.g. --config-file mypy.ini --cache-dir .c -p benchpkg)
+    python scripts/hook_timer.py [--plugin] MYPY_ARGS...   (e.g. --config-file mypy.ini --cache-dir .c -p benchpkg)
 
-Prints one JSON object: ``import`` (CPU seconds importing the plugin after
-mypy's own modules, done before the run), ``total`` (the run's CPU seconds) and ``hooks``, per kind
-of hook (the ``Plugin`` method mypy got it from, ``report_config_data``
-and ``get_additional_deps`` being hooks themselves) its calls and CPU
-seconds.  A hook that calls back into mypy (a signature hook inferring
+``--plugin``: the config loads ``spmd_mypy``, whose hooks are to be timed
+(imported first; without it nothing of the plugin is imported, so a plain
+run's process holds nothing more than plain mypy's).  Prints one JSON
+object: ``import`` (CPU seconds importing the plugin after mypy's own
+modules, done before the run), ``total`` (the run's CPU seconds) and
+``hooks``, per kind of hook (the ``Plugin`` method mypy got it from,
+``report_config_data`` and ``get_additional_deps`` being hooks themselves)
+its calls and CPU seconds.  A hook that calls back into mypy (a signature hook inferring
 an argument) is timed whole, so what mypy does inside it counts as the
 hook's; a hook mypy calls from inside another counts once, in the
-outermost.  Without the plugin in the config, ``hooks`` is empty and
-``total`` is plain mypy's.  ``scripts/bench_checker.py --breakdown``
-runs it.
+outermost.  Without ``--plugin``, ``hooks`` is empty and ``total`` is
+plain mypy's.  ``scripts/bench_checker.py --breakdown`` runs it.
 """
 
 from __future__ import annotations
@@ -60,11 +62,14 @@ def _time_the_hooks(plugin: type) -> None:
 def main(argv: list[str]) -> int:
     from mypy import api, build, main  # noqa: F401  (mypy's own modules first: a plain run imports them too)
 
-    start = time.process_time()
-    from spmd_mypy.main import SpmdPlugin
+    imported = 0.0
+    if argv[:1] == ["--plugin"]:
+        argv = argv[1:]
+        start = time.process_time()
+        from spmd_mypy.main import SpmdPlugin
 
-    imported = time.process_time() - start
-    _time_the_hooks(SpmdPlugin)
+        imported = time.process_time() - start
+        _time_the_hooks(SpmdPlugin)
     start = time.process_time()
     out, err, status = api.run(argv)
     total = time.process_time() - start

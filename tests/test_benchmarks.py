@@ -47,10 +47,11 @@ def test_bench_checker_breakdown_splits_the_typed_check() -> None:
     row = re.search(rf"^\s+\d+{number * 7}$", done.stdout, re.M)
     assert row is not None, done.stdout
     plain, typed, hooks, rest, ratio, no_hooks, _ = map(float, row.groups())
-    # printed from unrounded seconds: each agrees with the others within their rounding
-    assert rest == pytest.approx(typed - hooks - plain, abs=0.02)
-    assert ratio == pytest.approx(typed / plain, abs=0.02)
-    assert no_hooks == pytest.approx((typed - hooks) / plain, abs=0.05)
+    # printed from unrounded seconds: each agrees with the others within their rounding (0.005 each; a
+    # ratio of values near 0.5 s moves by up to 2% with it)
+    assert rest == pytest.approx(typed - hooks - plain, abs=0.025)
+    assert ratio == pytest.approx(typed / plain, rel=0.03)
+    assert no_hooks == pytest.approx((typed - hooks) / plain, rel=0.05)
     kinds = dict(re.findall(r"^\s+(get_\w+|report_config_data)\s+(\d+) calls", done.stdout, re.M))
     # every annotation of the package goes through the type-analyze hook
     assert int(kinds.get("get_type_analyze_hook", 0)) > 10, done.stdout

@@ -55,7 +55,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from steady_malloc import steady_malloc
+from steady_malloc import add_option, steady_malloc
 from torch.distributed._local_tensor import LocalTensorMode
 
 import spmd_stubs as spmd
@@ -187,7 +187,7 @@ def _worker(rank: int, port: int, args: argparse.Namespace, sizes: list[int]) ->
     global WORLD
     WORLD = args.world
     torch.set_num_threads(1)
-    malloc = "malloc as it is" if args.default_malloc else steady_malloc()
+    malloc = steady_malloc(not args.default_malloc)
     spmd.set_validation(args.validate)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     device = torch.device(args.device, rank % torch.cuda.device_count()) if args.device == "cuda" else None
@@ -243,9 +243,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
     parser.add_argument("--simulated", action="store_true", help="one process, LocalTensorMode")
-    parser.add_argument(
-        "--default-malloc", action="store_true", help="leave glibc's mmap threshold moving (see steady_malloc.py)"
-    )
+    add_option(parser)
     args = parser.parse_args(argv)
     sizes = [size for size in SIZES if args.min_size <= size <= args.max_size]
     if args.simulated:

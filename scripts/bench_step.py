@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "gp
 
 import tp_gpt
 from gloo_launch import free_port, spawn
-from steady_malloc import steady_malloc
+from steady_malloc import add_option, steady_malloc
 
 import spmd_stubs as spmd
 from spmd_stubs import I, P, Pmax, R, S, V
@@ -336,8 +336,7 @@ def rank_main(run: Run) -> list[dict[str, Any]]:
     # (OMP_NUM_THREADS=1): with two, a step took 5.5 ms in one process and
     # 8.4 ms in the next, as the second thread got a core or not.
     torch.set_num_threads(1)
-    if run.steady_malloc:
-        steady_malloc()
+    steady_malloc(run.steady_malloc)
     if run.device == "cuda":
         DEVICE = torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
         torch.cuda.set_device(DEVICE)
@@ -429,9 +428,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "--raw-out-of-place", action="store_true", help="raw all-reduces a copy, not the caller's tensor (as typed does)"
     )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
-    parser.add_argument(
-        "--default-malloc", action="store_true", help="leave glibc's mmap threshold moving (see steady_malloc.py)"
-    )
+    add_option(parser)
     alone = parser.add_mutually_exclusive_group()
     alone.add_argument("--nccl", action="store_true", help="one NCCL rank on one GPU (implies --device cuda)")
     alone.add_argument("--fake", action="store_true", help="rank 0 alone on the fake process group (no waits)")
@@ -446,7 +443,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     backend = ("one NCCL rank" if args.nccl else "rank 0 alone on the fake process group" if args.fake
                else f"{run.mesh[0] * run.mesh[1]} gloo ranks")
-    malloc = "malloc as it is" if args.default_malloc else steady_malloc()
+    malloc = steady_malloc(run.steady_malloc)  # for the report; every rank fixes its own (rank_main)
     print(f"{CONFIG}, float32, {backend}, {run.device} tensors, {os.cpu_count()} cores, one thread a rank; {malloc}; before: {load()}", flush=True)
     if args.nccl:
         per_rank = run_alone_on_nccl(rank_main, run)

@@ -12,6 +12,7 @@ freed blocks are reused, as the CUDA caching allocator reuses GPU memory
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
 
@@ -21,8 +22,17 @@ MMAP_THRESHOLD = 64 << 20
 TRIM_THRESHOLD = 256 << 20
 
 
-def steady_malloc() -> str:
-    """Fix glibc's thresholds in this process (before the work is timed); what was done, for the report."""
+def add_option(parser: argparse.ArgumentParser) -> None:
+    """``--default-malloc``: a benchmark's way to leave the thresholds alone (``steady_malloc(not it)``)."""
+    parser.add_argument(
+        "--default-malloc", action="store_true", help="leave glibc's mmap threshold moving (see steady_malloc.py)"
+    )
+
+
+def steady_malloc(wanted: bool = True) -> str:
+    """Fix glibc's thresholds in this process (before the work is timed), where ``wanted``; what was done, for the report."""
+    if not wanted:
+        return "malloc as it is"
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name)

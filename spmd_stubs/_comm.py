@@ -14,11 +14,14 @@ give the same values.
 
 An eager c10d call goes straight to the process group's method (what
 ``dist.all_reduce`` and its siblings end in) with options made once, where
-nothing else those functions do applies: no tensor subclass or torch
-function mode to hand the call to, no complex tensor to view as real, no
-``_coalescing_manager`` block to queue the call in; the group always has this rank (a mesh axis's, or one checked when its call
-site was made).  That skips their Python (about 2 us a call), which the
-raw code pays.
+nothing else those functions do applies (:func:`straight_to_group`): no
+tensor subclass or torch function mode to hand the call to, no complex
+tensor to view as real, no ``_coalescing_manager`` block to queue the call
+in; the group always has this rank (a mesh axis's, or one checked when its
+call site was made).  That skips their Python (about 2 us a call), which
+the raw code pays.  The ``group_*`` functions are those calls; an eager
+call site of a typed collective calls them itself, past the layers above
+(``spmd_stubs._kernels.direct_run``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,20 @@ from torch.distributed._local_tensor import LocalTensor, enabled_local_tensor_mo
 _Options = TypeVar("_Options", AllreduceOptions, ReduceScatterOptions, AllgatherOptions, AllToAllOptions)
 _Reducing = TypeVar("_Reducing", AllreduceOptions, ReduceScatterOptions)
 
-__all__ = ["REDUCE_OPS", "all_reduce_on", "all_reduce_into", "all_gather_on", "reduce_scatter_on", "all_to_all_rows"]
+__all__ = [
+    "REDUCE_OPS",
+    "all_reduce_on",
+    "all_reduce_into",
+    "all_gather_on",
+    "reduce_scatter_on",
+    "all_to_all_rows",
+    "straight_to_group",
+    "group_all_reduce",
+    "group_all_reduce_",
+    "group_all_gather",
+    "group_reduce_scatter",
+    "group_all_to_all",
+]
 
 REDUCE_OPS = {
     name: dist.ReduceOp(op)
@@ -80,11 +96,33 @@ launched.  The dict is torch's own, emptied and filled in place.
 """
 
 
-def _direct(x: torch.Tensor) -> bool:
-    """Whether an eager c10d call on ``x`` (and its output buffer, made like it) goes straight to the group."""
-    if _COALESCING is None or _COALESCING:
+_pg_map: dict[dist.ProcessGroup, object] | None = getattr(getattr(dist.distributed_c10d, "_world", None), "pg_map", None)
+_REGISTERED: dict[dist.ProcessGroup, object] = {} if _pg_map is None else _pg_map
+"""torch's live process groups, its ``_world.pg_map``: a dict it fills and empties in place
+(where torch keeps them elsewhere, a dict that stays empty)."""
+
+
+def alive(group: dist.ProcessGroup) -> bool:
+    """Whether ``group`` can still run collectives: torch has it registered, or
+    (a group torch never registered) ``torch.distributed`` is initialized.
+
+    ``destroy_process_group()`` unregisters the groups it ends.  For a
+    registered group this is one dict lookup, where ``dist.is_initialized()``
+    is three Python calls.
+    """
+    return group in _REGISTERED or dist.is_initialized()
+
+
+def straight_to_group(x: torch.Tensor) -> bool:
+    """Whether an eager call on ``x`` (and its output buffer, made like it) goes straight to the group.
+
+    Not under ``torch.compile``, which the callers rule out first.  With any
+    dispatch mode active (``LocalTensorMode``, a fake or debug mode) the call
+    is left to ``torch.distributed`` or the functional collectives.
+    """
+    if _COALESCING is None or _COALESCING or torch._C._len_torch_dispatch_stack():
         return False
-    return not (torch._C._has_torch_function_unary(x) or x.is_complex())
+    return not (isinstance(x, LocalTensor) or torch._C._has_torch_function_unary(x) or x.is_complex())
 
 
 def _done(work: dist.Work | None) -> None:
@@ -107,8 +145,10 @@ def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") ->
     """The elementwise ``op`` (a key of :data:`REDUCE_OPS`) over the group, on every rank."""
     if functional(x):
         return _wait(funcol.all_reduce(x.contiguous(), op, group))
+    if straight_to_group(x):
+        return group_all_reduce(group, op, x)
     out = x.clone(memory_format=torch.contiguous_format)
-    _all_reduce_c10d(out, group, op)
+    dist.all_reduce(out, op=REDUCE_OPS[op], group=group)
     return out
 
 
@@ -118,29 +158,25 @@ def all_reduce_into(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") 
     Eagerly on a contiguous ``x`` that is one in-place c10d call, with no
     buffer of its own; otherwise the out-of-place result copied back.
     """
-    if functional(x) or not x.is_contiguous():
+    if functional(x):
         return x.copy_(all_reduce_on(x, group, op))
-    _all_reduce_c10d(x, group, op)
+    if straight_to_group(x):
+        return group_all_reduce_(group, op, x)
+    if not x.is_contiguous():
+        return x.copy_(all_reduce_on(x, group, op))
+    dist.all_reduce(x, op=REDUCE_OPS[op], group=group)
     return x
-
-
-def _all_reduce_c10d(x: torch.Tensor, group: dist.ProcessGroup, op: str) -> None:
-    """``dist.all_reduce(x, REDUCE_OPS[op], group)``: ``x`` reduced in place."""
-    if _direct(x):
-        _done(group.allreduce([x], _ALL_REDUCE_OPTIONS[op]))
-    else:
-        dist.all_reduce(x, op=REDUCE_OPS[op], group=group)
 
 
 def all_gather_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int) -> torch.Tensor:
     """Every rank's ``x`` concatenated on ``dim``, in group rank order."""
     if functional(x):
         return _wait(funcol.all_gather_single(x.contiguous(), dim, group))
-    x = x.contiguous()
-    out = x.new_empty((size * x.size(0), *x.shape[1:]))
-    if _direct(x):
-        _done(group.all_gather_single(out, x, _ALL_GATHER_OPTIONS))
+    if straight_to_group(x):
+        out = group_all_gather(group, size, x)
     else:
+        x = x.contiguous()
+        out = x.new_empty((size * x.size(0), *x.shape[1:]))
         dist.all_gather_single(out, x, group=group)
     return out if dim == 0 else torch.cat(out.chunk(size), dim)
 
@@ -151,12 +187,12 @@ def reduce_scatter_on(
     """Chunk ``k`` (on ``dim``) of the elementwise ``op`` over the group, on rank ``k``."""
     if functional(x):
         return _wait(funcol.reduce_scatter_single(x.contiguous(), op, dim, group))
-    rows = x.contiguous() if dim == 0 else torch.cat(x.chunk(size, dim))
+    rows = x if dim == 0 else torch.cat(x.chunk(size, dim))
+    if straight_to_group(rows):
+        return group_reduce_scatter(group, op, size, rows)
+    rows = rows.contiguous()
     out = rows.new_empty((rows.size(0) // size, *rows.shape[1:]))
-    if _direct(rows):
-        _done(group.reduce_scatter_single(out, rows, _REDUCE_SCATTER_OPTIONS[op]))
-    else:
-        dist.reduce_scatter_single(out, rows, op=REDUCE_OPS[op], group=group)
+    dist.reduce_scatter_single(out, rows, op=REDUCE_OPS[op], group=group)
     return out
 
 
@@ -164,10 +200,55 @@ def all_to_all_rows(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
     """Chunk ``j`` of dim 0 goes to rank ``j``; chunk ``j`` of the result came from rank ``j``."""
     if functional(x):
         return _wait(funcol.all_to_all_single(x.contiguous(), None, None, group))
+    if straight_to_group(x):
+        return group_all_to_all(group, x)
     x = x.contiguous()
     out = torch.empty_like(x)
-    if _direct(x):
-        _done(group.all_to_all_single(out, x, [], [], _ALL_TO_ALL_OPTIONS))
-    else:
-        dist.all_to_all_single(out, x, group=group)
+    dist.all_to_all_single(out, x, group=group)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Straight to the group: eager calls where :func:`straight_to_group` holds
+# --------------------------------------------------------------------------
+# The group comes first, the tensor last, so that an eager call site binds
+# the rest once (``functools.partial``) and calls these directly.
+
+
+def group_all_reduce(group: dist.ProcessGroup, op: str, x: torch.Tensor) -> torch.Tensor:
+    """:func:`all_reduce_on`, straight to the group."""
+    out = x.clone(memory_format=torch.contiguous_format)
+    _done(group.allreduce([out], _ALL_REDUCE_OPTIONS[op]))
+    return out
+
+
+def group_all_reduce_(group: dist.ProcessGroup, op: str, x: torch.Tensor) -> torch.Tensor:
+    """:func:`all_reduce_into`, straight to the group: in place where ``x`` is contiguous."""
+    if not x.is_contiguous():
+        return x.copy_(group_all_reduce(group, op, x))
+    _done(group.allreduce([x], _ALL_REDUCE_OPTIONS[op]))
+    return x
+
+
+def group_all_gather(group: dist.ProcessGroup, size: int, x: torch.Tensor) -> torch.Tensor:
+    """:func:`all_gather_on` on dim 0, straight to the group."""
+    x = x.contiguous()
+    out = x.new_empty((size * x.size(0), *x.shape[1:]))
+    _done(group.all_gather_single(out, x, _ALL_GATHER_OPTIONS))
+    return out
+
+
+def group_reduce_scatter(group: dist.ProcessGroup, op: str, size: int, x: torch.Tensor) -> torch.Tensor:
+    """:func:`reduce_scatter_on` on dim 0, straight to the group (dim 0 splits evenly)."""
+    x = x.contiguous()
+    out = x.new_empty((x.size(0) // size, *x.shape[1:]))
+    _done(group.reduce_scatter_single(out, x, _REDUCE_SCATTER_OPTIONS[op]))
+    return out
+
+
+def group_all_to_all(group: dist.ProcessGroup, x: torch.Tensor) -> torch.Tensor:
+    """:func:`all_to_all_rows`, straight to the group (dim 0 splits evenly)."""
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    _done(group.all_to_all_single(out, x, [], [], _ALL_TO_ALL_OPTIONS))
     return out

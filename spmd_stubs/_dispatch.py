@@ -26,7 +26,8 @@ from spmd_stubs._collective_args import (
     no_process_group,
     not_differentiable,
 )
-from spmd_stubs._kernels import IN_PLACE_KERNELS, KERNELS, Comm, Kernel, partial_share
+from spmd_stubs._comm import alive, straight_to_group
+from spmd_stubs._kernels import IN_PLACE_KERNELS, KERNELS, Comm, Kernel, direct_run, partial_share
 from spmd_stubs._validation import between_real_ranks, check_agreement
 from spmd_stubs.core import AxisType, Kind, Step
 from spmd_stubs.mesh import AxisLike, axes_label, binding_cache, group_and_size
@@ -78,15 +79,6 @@ class _Plan:
     """``"max"``/``"min"`` when the step resolves a pending max/min: ``backward``
     is then the sum's, and its result is split among the ranks attaining the
     extremum (:func:`spmd_stubs._kernels.partial_share`)."""
-
-    def run(self, x: torch.Tensor, comm: Comm, divisor: int) -> torch.Tensor:
-        try:
-            y = self.kernel(x, comm, self.step.src, self.step.dst)
-        except RuntimeError as error:
-            # No check of its own (comparing shapes across ranks would cost a
-            # collective per call): the backend's error, given the call's context.
-            raise backend_error(self.step, comm.axis, x, error) from error
-        return y if divisor == 1 else y / divisor
 
 
 @_memoized
@@ -143,7 +135,9 @@ class _Typed(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, bound: _Bound) -> torch.Tensor:
         ctx.bound = bound
-        y = bound.plan.run(x, bound.comm, bound.divisor)
+        y = bound.run(x)
+        if bound.divisor != 1:
+            y = y / bound.divisor
         if bound.plan.share:
             ctx.save_for_backward(x, y)
         return y
@@ -157,7 +151,7 @@ class _Typed(torch.autograd.Function):
         if bound.plan.share:
             x, y = ctx.saved_tensors
             # The extremum in x's layout: all_reduce's result is, reduce_scatter's gathers.
-            whole = y if bound.plan.step.op == "all_reduce" else back.plan.run(y.detach(), back.comm, 1)
+            whole = y if bound.plan.step.op == "all_reduce" else back.run(y.detach())
             out = out * partial_share(x.detach(), whole.detach(), back.comm, bound.plan.share)
         return out, None
 
@@ -170,27 +164,48 @@ class _Bound:
     """A plan on its group: what a recorded :class:`_Typed` node holds (an eager call's site itself).
 
     ``divisor`` divides the result: an average's group size, else 1.
+    ``direct``: the plan's kernel bound to the group, for eager calls that
+    go straight to it (none where the bound is made under ``torch.compile``,
+    whose traced code takes the kernel, nor for kernels without one).
     """
 
-    __slots__ = ("plan", "comm", "divisor", "_backward")
+    __slots__ = ("plan", "comm", "divisor", "direct", "_backward")
 
     def __init__(self, plan: _Plan, comm: Comm, divisor: int) -> None:
         self.plan, self.comm, self.divisor = plan, comm, divisor
+        compiling = torch.compiler.is_compiling()
+        self.direct = None if compiling else direct_run(plan.kernel, comm, plan.step.src, plan.step.dst)
         self._backward: Optional[_Bound] = None
 
     @property
     def backward(self) -> _Bound:
         """The backward's plan on the same group, with the same divisor (scaling is self-adjoint).
 
-        Made on the first backward and kept, so an eager site's nodes share it;
-        not kept under ``torch.compile``, whose traced code must not mutate it.
+        Made on the first eager backward and kept, so an eager site's nodes
+        share it; made afresh under ``torch.compile`` (compiled autograd
+        included), whose traced code must neither mutate it nor take the
+        kept one's direct path.
         """
+        if torch.compiler.is_compiling():
+            return _Bound(_backward_plan(self.plan), self.comm, self.divisor)
         back = self._backward
         if back is None:
-            back = _Bound(_backward_plan(self.plan), self.comm, self.divisor)
-            if not torch.compiler.is_compiling():
-                self._backward = back
+            back = self._backward = _Bound(_backward_plan(self.plan), self.comm, self.divisor)
         return back
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        """The plan's kernel on ``x`` (not divided), straight to the group where it can be."""
+        direct, step = self.direct, self.plan.step
+        try:
+            if direct is not None and straight_to_group(x):
+                rows = direct.rows
+                if rows is None or (x.dim() and not x.size(0) % rows):
+                    return direct.run(x)
+            return self.plan.kernel(x, self.comm, step.src, step.dst)
+        except RuntimeError as error:
+            # No check of its own (comparing shapes across ranks would cost a
+            # collective per call): the backend's error, given the call's context.
+            raise backend_error(step, self.comm.axis, x, error) from error
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         """The plan on ``x``, recorded for autograd only where a gradient can flow.
@@ -207,7 +222,8 @@ class _Bound:
             return x
         if recording:
             return _record(x, self)
-        return plan.run(x, self.comm, self.divisor)
+        y = self.run(x)
+        return y if self.divisor == 1 else y / self.divisor
 
 
 class _Site(_Bound):
@@ -225,7 +241,7 @@ class _Site(_Bound):
         self.op, self.averages = op, averages
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if not dist.is_initialized():
+        if not alive(self.comm.group):
             raise no_process_group(self.op, self.comm.axis)
         if self.averages:
             check_averageable(x, self.op, self.comm.axis)
@@ -246,7 +262,7 @@ class _InPlaceSite(_Site):
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         if x.requires_grad and torch.is_grad_enabled():
             raise not_differentiable(self.op, self.comm.axis)
-        y = self.plan.run(x, self.comm, 1)
+        y = self.run(x)
         return y if self.divisor == 1 else y.div_(self.divisor)
 
 

@@ -20,17 +20,29 @@ keeps the value on every rank, which is exact for avg/max/min
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Optional
 
 import torch
 import torch.distributed as dist
 
 from spmd_stubs import core
-from spmd_stubs._comm import all_gather_on, all_reduce_into, all_reduce_on, all_to_all_rows, reduce_scatter_on
+from spmd_stubs._comm import (
+    all_gather_on,
+    all_reduce_into,
+    all_reduce_on,
+    all_to_all_rows,
+    group_all_gather,
+    group_all_reduce,
+    group_all_reduce_,
+    group_all_to_all,
+    group_reduce_scatter,
+    reduce_scatter_on,
+)
 from spmd_stubs._ranks import per_rank
 from spmd_stubs.core import AxisType
 
-__all__ = ["Comm", "IN_PLACE_KERNELS", "KERNELS", "Kernel", "partial_share"]
+__all__ = ["Comm", "Direct", "IN_PLACE_KERNELS", "KERNELS", "Kernel", "direct_run", "partial_share"]
 
 
 @dataclass(frozen=True)
@@ -310,3 +322,67 @@ KERNELS: dict[str, Kernel] = {
 
 IN_PLACE_KERNELS: dict[str, Kernel] = {"all_reduce": _all_reduce_in_place}
 """Kernel name -> its in-place form, which writes the result over its input (``all_reduce_``)."""
+
+
+# --------------------------------------------------------------------------
+# An eager call site's kernel, straight to the group
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Direct:
+    """A kernel at one eager call site, bound to its group: ``run(x)``.
+
+    For an ``x`` on which the call goes straight to the group
+    (:func:`spmd_stubs._comm.straight_to_group`) and, where ``rows`` is set,
+    whose dim 0 splits into ``rows`` equal parts; any other ``x`` takes the
+    kernel itself, which handles it or says what is wrong.  It does what the
+    kernel would, with none of the kernel's layers between the site and the
+    group's method.
+    """
+
+    run: Callable[[torch.Tensor], torch.Tensor]
+    rows: Optional[int] = None
+
+
+def _direct_all_reduce(comm: Comm, src: AxisType, dst: AxisType) -> Optional[Direct]:
+    return Direct(partial(group_all_reduce, comm.group, _REDUCED_WITH[src.reduce]))
+
+
+def _direct_all_reduce_in_place(comm: Comm, src: AxisType, dst: AxisType) -> Optional[Direct]:
+    return Direct(partial(group_all_reduce_, comm.group, _REDUCED_WITH[src.reduce]))
+
+
+def _direct_all_gather(comm: Comm, src: AxisType, dst: AxisType) -> Optional[Direct]:
+    if src.shard != 0 or comm.split_sizes is not None:
+        return None
+    return Direct(partial(group_all_gather, comm.group, comm.size), rows=1)
+
+
+def _direct_reduce_scatter(comm: Comm, src: AxisType, dst: AxisType) -> Optional[Direct]:
+    if dst.shard != 0 or comm.split_sizes is not None:
+        return None
+    return Direct(partial(group_reduce_scatter, comm.group, _REDUCED_WITH[src.reduce], comm.size), rows=comm.size)
+
+
+def _direct_all_to_all(comm: Comm, src: AxisType, dst: AxisType) -> Optional[Direct]:
+    if src.shard != 0 or dst.shard != 0 or comm.split_sizes is not None:
+        return None
+    return Direct(partial(group_all_to_all, comm.group), rows=comm.size)
+
+
+_DIRECT: dict[Kernel, Callable[[Comm, AxisType, AxisType], Optional[Direct]]] = {
+    _all_reduce: _direct_all_reduce,
+    _all_reduce_in_place: _direct_all_reduce_in_place,
+    _all_gather: _direct_all_gather,
+    _reduce_scatter: _direct_reduce_scatter,
+    _all_to_all: _direct_all_to_all,
+}
+"""Kernel -> its direct form at a call site, where it has one: the whole
+collective on dim 0 (``S(0)``, equal parts) or any all-reduce."""
+
+
+def direct_run(kernel: Kernel, comm: Comm, src: AxisType, dst: AxisType) -> Optional[Direct]:
+    """``kernel`` on ``comm`` from ``src`` to ``dst``, bound for an eager call site (None: the kernel only)."""
+    bind = _DIRECT.get(kernel)
+    return None if bind is None else bind(comm, src, dst)

@@ -87,7 +87,8 @@ def all_reduce(
 
         A  <=  A
     """
-    return typed_call("all_reduce", x, axis, src, dst, group=group, average=_averages(op, src))
+    average = op != "sum" and _averages(op, src)  # the usual sum needs no check
+    return typed_call("all_reduce", x, axis, src, dst, group=group, average=average)
 
 
 def all_reduce_(
@@ -114,11 +115,12 @@ def all_reduce_(
     docs/porting.md) or an untyped tensor; on any other typed tensor it
     would go on typing ``x`` as the pending sum (``spmd-inplace``).
     """
-    return typed_call("all_reduce", x, axis, src, dst, group=group, average=_averages(op, src), in_place=True)
+    average = op != "sum" and _averages(op, src)
+    return typed_call("all_reduce", x, axis, src, dst, group=group, average=average, in_place=True)
 
 
 def _averages(op: str, src: SpmdTypeLike) -> bool:
-    """``all_reduce``'s ``op``: whether it averages (``"avg"``), or its error."""
+    """``all_reduce``'s ``op`` other than ``"sum"``: whether it averages (``"avg"``), or its error."""
     if op not in ("sum", "avg"):
         raise ValueError(f'all_reduce op must be "sum" or "avg", got {op!r}')
     if op == "avg" and to_axis_type(src).reduce != "sum":

@@ -7,6 +7,8 @@ its own test.
 from __future__ import annotations
 
 import functools
+import sys
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -236,6 +238,69 @@ def coalescing_block_queues_typed_calls(mesh: DeviceMesh) -> None:
         spmd.unbind()
 
 
+_COLLECTIVES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "all_reduce": lambda x: spmd.all_reduce(x, tp, src=spmd.P, dst=R),
+    "all_reduce_": lambda x: spmd.all_reduce_(x.clone(), tp, src=spmd.P, dst=R),
+    "all_gather": lambda x: spmd.all_gather(x, tp, src=S(0), dst=R),
+    "reduce_scatter": lambda x: spmd.reduce_scatter(x, tp, src=spmd.P, dst=S(0)),
+    "all_to_all": lambda x: spmd.all_to_all(x, tp, src=S(0), dst=S(0)),
+}
+
+
+def _kernel_calls(call: Callable[[], object]) -> list[str]:
+    """The functions of ``spmd_stubs._kernels`` that ``call()`` enters."""
+    entered: list[str] = []
+
+    def profile(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "call" and frame.f_code.co_filename.endswith("_kernels.py"):
+            entered.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return entered
+
+
+def eager_calls_go_straight_to_the_group(mesh: DeviceMesh) -> None:
+    """An eager call on dim 0 in equal parts skips the kernels, with the kernels' result.
+
+    Under a torch function mode the same calls take the kernels and
+    ``torch.distributed``'s functions: both paths must agree.  Where dim 0 does
+    not split evenly (or is missing) the kernel runs and explains, on every rank.
+    """
+    spmd.bind_mesh(mesh)
+    try:
+        x = torch.arange(8.0).reshape(4, 2) * (dist.get_rank() + 1)
+        for name, collective in _COLLECTIVES.items():
+            collective(x)  # the site is made on the first call
+            assert _kernel_calls(lambda: collective(x)) == [], name
+            with _SeenCalls():
+                through_kernels = collective(x)
+            torch.testing.assert_close(collective(x), through_kernels, msg=name)
+        column = x.t()[0]  # a view that is not contiguous: reduced, then copied back into x
+        spmd.all_reduce_(column, tp, src=spmd.P, dst=R)
+        tp_ranks = GROUPS["tp"][dist.get_rank() // 2]
+        torch.testing.assert_close(x[:, 0], torch.arange(0.0, 8.0, 2) * sum(r + 1 for r in tp_ranks))
+        odd = torch.ones(3, 2)
+        for name in ("reduce_scatter", "all_to_all"):
+            try:
+                _COLLECTIVES[name](odd)
+            except ValueError as error:
+                assert "does not split evenly over the 2 ranks of axis tp" in str(error), error
+            else:
+                raise AssertionError(f"{name} of 3 rows over 2 ranks ran")
+        try:
+            _COLLECTIVES["all_gather"](torch.tensor(1.0))
+        except ValueError as error:
+            assert "names dim 0, but the tensor has shape ()" in str(error), error
+        else:
+            raise AssertionError("all_gather of a 0-dim tensor as S(0) ran")
+    finally:
+        spmd.unbind()
+
+
 def _build_checks() -> dict[str, Check]:
     checks: dict[str, Check] = {}
     for case in cases():
@@ -254,6 +319,7 @@ def _build_checks() -> dict[str, Check]:
         backward_leaves_a_shared_gradient_alone,
         complex_and_torch_function_calls_keep_torch_distributed,
         coalescing_block_queues_typed_calls,
+        eager_calls_go_straight_to_the_group,
     ):
         checks[fn.__name__] = fn
     return checks

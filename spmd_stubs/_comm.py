@@ -96,15 +96,18 @@ launched.  The dict is torch's own, emptied and filled in place.
 """
 
 
-_pg_map: dict[dist.ProcessGroup, object] | None = getattr(getattr(dist.distributed_c10d, "_world", None), "pg_map", None)
-_REGISTERED: dict[dist.ProcessGroup, object] = {} if _pg_map is None else _pg_map
+_torch_groups: dict[dist.ProcessGroup, object] | None = getattr(
+    getattr(dist.distributed_c10d, "_world", None), "pg_map", None
+)
+_REGISTERED: dict[dist.ProcessGroup, object] = {} if _torch_groups is None else _torch_groups
 """torch's live process groups, its ``_world.pg_map``: a dict it fills and empties in place
 (where torch keeps them elsewhere, a dict that stays empty)."""
 
 
 def alive(group: dist.ProcessGroup) -> bool:
-    """Whether ``group`` can still run collectives: torch has it registered, or
-    (a group torch never registered) ``torch.distributed`` is initialized.
+    """Whether ``group`` may still run collectives, as far as a call can tell cheaply:
+    torch has it registered, or ``torch.distributed`` is initialized (a group
+    torch never registered, or a subgroup destroyed on its own).
 
     ``destroy_process_group()`` unregisters the groups it ends.  For a
     registered group this is one dict lookup, where ``dist.is_initialized()``

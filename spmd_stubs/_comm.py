@@ -44,6 +44,8 @@ __all__ = [
     "all_gather_on",
     "reduce_scatter_on",
     "all_to_all_rows",
+    "alive",
+    "alive_traced",
     "straight_to_group",
     "group_all_reduce",
     "group_all_reduce_",
@@ -114,6 +116,16 @@ def alive(group: dist.ProcessGroup) -> bool:
     is three Python calls.
     """
     return group in _REGISTERED or dist.is_initialized()
+
+
+def alive_traced(group: dist.ProcessGroup) -> bool:
+    """:func:`alive` for code ``torch.compile`` traces: ``torch.distributed`` is initialized.
+
+    Traced code must not read the registry: dynamo would guard on its
+    contents, and every group made or destroyed later would recompile the
+    function.
+    """
+    return dist.is_initialized()
 
 
 def straight_to_group(x: torch.Tensor) -> bool:

@@ -26,7 +26,7 @@ from spmd_stubs._collective_args import (
     no_process_group,
     not_differentiable,
 )
-from spmd_stubs._comm import alive, straight_to_group
+from spmd_stubs._comm import alive, alive_traced, straight_to_group
 from spmd_stubs._kernels import IN_PLACE_KERNELS, KERNELS, Comm, Kernel, direct_run, partial_share
 from spmd_stubs._validation import between_real_ranks, check_agreement
 from spmd_stubs.core import AxisType, Kind, Step
@@ -234,14 +234,16 @@ class _Site(_Bound):
     validation mode's exchange; then the plan.
     """
 
-    __slots__ = ("op", "averages")
+    __slots__ = ("op", "averages", "alive")
 
     def __init__(self, op: str, plan: _Plan, comm: Comm, divisor: int, averages: bool) -> None:
         super().__init__(plan, comm, divisor)
         self.op, self.averages = op, averages
+        # Chosen once: a site made under torch.compile is traced and read afresh.
+        self.alive = alive_traced if torch.compiler.is_compiling() else alive
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if not alive(self.comm.group):
+        if not self.alive(self.comm.group):
             raise no_process_group(self.op, self.comm.axis)
         if self.averages:
             check_averageable(x, self.op, self.comm.axis)

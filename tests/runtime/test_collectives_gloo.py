@@ -112,10 +112,11 @@ def compiles_with_collectives_and_casts(mesh: DeviceMesh) -> None:
 
 
 def compiles_once_for_new_axes(mesh: DeviceMesh) -> None:
-    """The first use of an axis inside compiled code costs no recompile, nor does an eager call between.
+    """The first use of an axis inside compiled code costs no recompile, nor does an eager call or a new group between.
 
-    Traced code reads and fills no group cache (dynamo would guard on its
-    contents, and the next call would find them changed).
+    Traced code reads and fills no group cache, nor torch's registry of
+    groups (dynamo would guard on their contents, and the next call would
+    find them changed).
     """
     from torch._dynamo.testing import CompileCounterWithBackend
 
@@ -135,7 +136,10 @@ def compiles_once_for_new_axes(mesh: DeviceMesh) -> None:
         eager = f(x)  # fills the eager caches
         third = compiled(x)
         assert counter.frame_count == 1, f"recompiled after an eager call: {counter.frame_count} frames"
-        for got in (first, second, third):
+        dist.new_group(list(range(dist.get_world_size())))  # a side group, as checkpointing makes
+        fourth = compiled(x)
+        assert counter.frame_count == 1, f"recompiled after a new group: {counter.frame_count} frames"
+        for got in (first, second, third, fourth):
             torch.testing.assert_close(got, eager)
     finally:
         spmd.unbind()

@@ -86,9 +86,10 @@ _ALL_TO_ALL_OPTIONS = _blocking(AllToAllOptions())
 """Options of the four calls (a reduction's per op), made once: the group copies them."""
 
 
-_COALESCING: dict[dist.ProcessGroup, list[object]] | None = getattr(
-    getattr(dist.distributed_c10d, "_world", None), "pg_coalesce_state", None
-)
+_torch_world = getattr(dist.distributed_c10d, "_world", None)
+"""torch's record of the process groups, read once here for the two dicts below."""
+
+_COALESCING: dict[dist.ProcessGroup, list[object]] | None = getattr(_torch_world, "pg_coalesce_state", None)
 """torch's open ``_coalescing_manager`` blocks, group -> the calls queued in it (None where torch keeps them elsewhere).
 
 Inside one, ``torch.distributed``'s functions queue a call to issue it with
@@ -98,9 +99,7 @@ launched.  The dict is torch's own, emptied and filled in place.
 """
 
 
-_torch_groups: dict[dist.ProcessGroup, object] | None = getattr(
-    getattr(dist.distributed_c10d, "_world", None), "pg_map", None
-)
+_torch_groups: dict[dist.ProcessGroup, object] | None = getattr(_torch_world, "pg_map", None)
 _REGISTERED: dict[dist.ProcessGroup, object] = {} if _torch_groups is None else _torch_groups
 """torch's live process groups, its ``_world.pg_map``: a dict it fills and empties in place
 (where torch keeps them elsewhere, a dict that stays empty)."""

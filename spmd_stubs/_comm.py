@@ -44,8 +44,8 @@ __all__ = [
     "all_gather_on",
     "reduce_scatter_on",
     "all_to_all_rows",
-    "alive",
-    "alive_traced",
+    "registered",
+    "never_registered",
     "straight_to_group",
     "group_all_reduce",
     "group_all_reduce_",
@@ -105,26 +105,25 @@ _REGISTERED: dict[dist.ProcessGroup, object] = {} if _torch_groups is None else 
 (where torch keeps them elsewhere, a dict that stays empty)."""
 
 
-def alive(group: dist.ProcessGroup) -> bool:
-    """Whether ``group`` may still run collectives, as far as a call can tell cheaply:
-    torch has it registered, or ``torch.distributed`` is initialized (a group
-    torch never registered, or a subgroup destroyed on its own).
+registered: Callable[[dist.ProcessGroup], bool] = _REGISTERED.__contains__
+"""Whether torch has ``group`` registered: alive, as far as a call can tell cheaply.
 
-    ``destroy_process_group()`` unregisters the groups it ends.  For a
-    registered group this is one dict lookup, where ``dist.is_initialized()``
-    is three Python calls.
-    """
-    return group in _REGISTERED or dist.is_initialized()
+``destroy_process_group()`` unregisters the groups it ends.  A group not
+registered may still be alive (one torch never registered, or the world's
+subgroup destroyed on its own): callers fall back to
+``dist.is_initialized()``, three Python calls.  This is a C method, so an
+eager call site asks it without a Python frame of its own.
+"""
 
 
-def alive_traced(group: dist.ProcessGroup) -> bool:
-    """:func:`alive` for code ``torch.compile`` traces: ``torch.distributed`` is initialized.
+def never_registered(group: dist.ProcessGroup) -> bool:
+    """:data:`registered` for code ``torch.compile`` traces, which must leave it to ``dist.is_initialized()``.
 
     Traced code must not read the registry: dynamo would guard on its
     contents, and every group made or destroyed later would recompile the
     function.
     """
-    return dist.is_initialized()
+    return False
 
 
 def straight_to_group(x: torch.Tensor) -> bool:
@@ -137,12 +136,6 @@ def straight_to_group(x: torch.Tensor) -> bool:
     if _COALESCING is None or _COALESCING or torch._C._len_torch_dispatch_stack():
         return False
     return not (isinstance(x, LocalTensor) or torch._C._has_torch_function_unary(x) or x.is_complex())
-
-
-def _done(work: dist.Work | None) -> None:
-    """Wait for ``work`` (a backend that finished in C++ returns none)."""
-    if work is not None:
-        work.wait()
 
 
 def functional(x: torch.Tensor) -> bool:
@@ -226,13 +219,17 @@ def all_to_all_rows(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
 # Straight to the group: eager calls where :func:`straight_to_group` holds
 # --------------------------------------------------------------------------
 # The group comes first, the tensor last, so that an eager call site binds
-# the rest once (``functools.partial``) and calls these directly.
+# the rest once (``functools.partial``) and calls these directly.  Each waits
+# for its work itself, as torch's functions do (a backend that finished in
+# C++ returns none): a shared helper would cost a Python call per collective.
 
 
 def group_all_reduce(group: dist.ProcessGroup, op: str, x: torch.Tensor) -> torch.Tensor:
     """:func:`all_reduce_on`, straight to the group."""
     out = x.clone(memory_format=torch.contiguous_format)
-    _done(group.allreduce([out], _ALL_REDUCE_OPTIONS[op]))
+    work = group.allreduce([out], _ALL_REDUCE_OPTIONS[op])
+    if work is not None:
+        work.wait()
     return out
 
 
@@ -240,7 +237,9 @@ def group_all_reduce_(group: dist.ProcessGroup, op: str, x: torch.Tensor) -> tor
     """:func:`all_reduce_into`, straight to the group: in place where ``x`` is contiguous."""
     if not x.is_contiguous():
         return x.copy_(group_all_reduce(group, op, x))
-    _done(group.allreduce([x], _ALL_REDUCE_OPTIONS[op]))
+    work = group.allreduce([x], _ALL_REDUCE_OPTIONS[op])
+    if work is not None:
+        work.wait()
     return x
 
 
@@ -248,7 +247,9 @@ def group_all_gather(group: dist.ProcessGroup, size: int, x: torch.Tensor) -> to
     """:func:`all_gather_on` on dim 0, straight to the group."""
     x = x.contiguous()
     out = x.new_empty((size * x.size(0), *x.shape[1:]))
-    _done(group.all_gather_single(out, x, _ALL_GATHER_OPTIONS))
+    work = group.all_gather_single(out, x, _ALL_GATHER_OPTIONS)
+    if work is not None:
+        work.wait()
     return out
 
 
@@ -256,7 +257,9 @@ def group_reduce_scatter(group: dist.ProcessGroup, op: str, size: int, x: torch.
     """:func:`reduce_scatter_on` on dim 0, straight to the group (dim 0 splits evenly)."""
     x = x.contiguous()
     out = x.new_empty((x.size(0) // size, *x.shape[1:]))
-    _done(group.reduce_scatter_single(out, x, _REDUCE_SCATTER_OPTIONS[op]))
+    work = group.reduce_scatter_single(out, x, _REDUCE_SCATTER_OPTIONS[op])
+    if work is not None:
+        work.wait()
     return out
 
 
@@ -264,5 +267,7 @@ def group_all_to_all(group: dist.ProcessGroup, x: torch.Tensor) -> torch.Tensor:
     """:func:`all_to_all_rows`, straight to the group (dim 0 splits evenly)."""
     x = x.contiguous()
     out = torch.empty_like(x)
-    _done(group.all_to_all_single(out, x, [], [], _ALL_TO_ALL_OPTIONS))
+    work = group.all_to_all_single(out, x, [], [], _ALL_TO_ALL_OPTIONS)
+    if work is not None:
+        work.wait()
     return out

@@ -26,7 +26,7 @@ from spmd_stubs._collective_args import (
     no_process_group,
     not_differentiable,
 )
-from spmd_stubs._comm import alive, alive_traced, straight_to_group
+from spmd_stubs._comm import never_registered, registered, straight_to_group
 from spmd_stubs._kernels import IN_PLACE_KERNELS, KERNELS, Comm, Kernel, direct_run, partial_share
 from spmd_stubs._validation import between_real_ranks, check_agreement
 from spmd_stubs.core import AxisType, Kind, Step
@@ -34,6 +34,17 @@ from spmd_stubs.mesh import AxisLike, axes_label, binding_cache, group_and_size
 from spmd_stubs.types import SpmdTypeLike, to_axis_type
 
 _T = TypeVar("_T")
+
+_traced = torch.compiler.is_dynamo_compiling
+"""Whether dynamo is tracing the caller: it folds this to a constant.
+
+Dynamo is the tracer that reads this module's Python as code, guarding on
+what it reads from a dict and unable to keep what the code builds.  The
+others (non-strict export) run it as Python under a dispatch mode, where
+caches are safe and :func:`spmd_stubs._comm.straight_to_group` leaves the
+call to ``torch.distributed``.  One Python call, where
+``torch.compiler.is_compiling()`` makes two.
+"""
 
 
 # --------------------------------------------------------------------------
@@ -51,7 +62,7 @@ def _memoized(fn: Callable[..., _T]) -> Callable[..., _T]:
 
     @functools.wraps(fn)
     def call(*args: Any) -> _T:
-        return fn(*args) if torch.compiler.is_compiling() else cached(*args)
+        return fn(*args) if _traced() else cached(*args)
 
     return call
 
@@ -173,7 +184,7 @@ class _Bound:
 
     def __init__(self, plan: _Plan, comm: Comm, divisor: int) -> None:
         self.plan, self.comm, self.divisor = plan, comm, divisor
-        compiling = torch.compiler.is_compiling()
+        compiling = _traced()
         self.direct = None if compiling else direct_run(plan.kernel, comm, plan.step.src, plan.step.dst)
         self._backward: Optional[_Bound] = None
 
@@ -186,7 +197,7 @@ class _Bound:
         included), whose traced code must neither mutate it nor take the
         kept one's direct path.
         """
-        if torch.compiler.is_compiling():
+        if _traced():
             return _Bound(_backward_plan(self.plan), self.comm, self.divisor)
         back = self._backward
         if back is None:
@@ -234,16 +245,16 @@ class _Site(_Bound):
     validation mode's exchange; then the plan.
     """
 
-    __slots__ = ("op", "averages", "alive")
+    __slots__ = ("op", "averages", "registered")
 
     def __init__(self, op: str, plan: _Plan, comm: Comm, divisor: int, averages: bool) -> None:
         super().__init__(plan, comm, divisor)
         self.op, self.averages = op, averages
         # Chosen once: a site made under torch.compile is traced and read afresh.
-        self.alive = alive_traced if torch.compiler.is_compiling() else alive
+        self.registered = never_registered if _traced() else registered
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.alive(self.comm.group):
+        if not (self.registered(self.comm.group) or dist.is_initialized()):
             raise no_process_group(self.op, self.comm.axis)
         if self.averages:
             check_averageable(x, self.op, self.comm.axis)
@@ -335,7 +346,7 @@ def typed_call(
     """
     sizes = None if split_sizes is None else tuple(split_sizes)
     args = (op, axis, src, dst, expert_mode, sizes, group, average, in_place)
-    if torch.compiler.is_compiling():
+    if _traced():
         return _site_of(*args)(x)
     try:
         site = _sites[args]

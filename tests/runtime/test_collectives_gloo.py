@@ -305,6 +305,30 @@ def eager_calls_go_straight_to_the_group(mesh: DeviceMesh) -> None:
         spmd.unbind()
 
 
+def exports_then_calls_eagerly_straight_to_the_group(mesh: DeviceMesh) -> None:
+    """Non-strict ``torch.export`` runs the typed calls as Python: functional collectives in the graph.
+
+    The call sites it makes are the eager ones (no dynamo reads them), and an
+    eager call afterwards goes straight to the group.
+    """
+
+    class Block(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = spmd.all_reduce(x.sin(), tp, src=spmd.P, dst=R)
+            return spmd.all_gather(y, tp, src=S(0), dst=R)
+
+    spmd.bind_mesh(mesh)  # fresh bindings: the export makes the first sites
+    try:
+        x = _rank_tensor().repeat(2)
+        exported = torch.export.export(Block(), (x,), strict=False)
+        ops = {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}
+        assert {"_c10d_functional.all_reduce.default", "_c10d_functional.all_gather_into_tensor.default"} <= ops, ops
+        assert _kernel_calls(lambda: Block()(x)) == []
+        torch.testing.assert_close(exported.module()(x), Block()(x))
+    finally:
+        spmd.unbind()
+
+
 def _build_checks() -> dict[str, Check]:
     checks: dict[str, Check] = {}
     for case in cases():
@@ -324,6 +348,7 @@ def _build_checks() -> dict[str, Check]:
         complex_and_torch_function_calls_keep_torch_distributed,
         coalescing_block_queues_typed_calls,
         eager_calls_go_straight_to_the_group,
+        exports_then_calls_eagerly_straight_to_the_group,
     ):
         checks[fn.__name__] = fn
     return checks

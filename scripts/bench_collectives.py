@@ -14,13 +14,17 @@ calls are the same calls there, emulated.
 
 For each per-rank input size (1 KiB .. 16 MiB of float32 by default; powers
 of 4 between ``--min-size`` and ``--max-size`` bytes) and each collective,
-typed and raw batches of calls alternate in rounds, the order flipped every
-round, a barrier before each batch (of 256 KiB of calls, and at least
-``--calls``).  The table gives, per call, the median
-over the rounds of the wall time (the slowest rank's) and of the main
-thread's CPU time (the ranks' mean; gloo communicates on its own threads,
-so this is the call's own work, steadier than the wall time where other
-jobs share the cores), and typed/raw of each.  The raw calls are the
+typed and raw calls alternate one by one in rounds (256 KiB of each side's
+calls a round, and at least ``--calls``), the order of each pair flipped
+from the pair before, a barrier before each round, every call timed on its
+own.  Timing whole batches of one side, then of the other, let the two
+sides drift apart with the machine's state: the A/A control below read
+0.93-1.11 that way on 2 cores, 0.99 interleaved.  The table gives, per
+call, the median over the rounds of the wall time (the slowest rank's) and
+of the main thread's CPU time (the ranks' mean; gloo communicates on its
+own threads, so this is the call's own work, steadier than the wall time
+where other jobs share the cores), and typed/raw of each.  On CUDA every
+call ends with ``torch.cuda.synchronize()``.  The raw calls are the
 equivalents of the typed ones, out of place but for ``all_reduce_``'s (whose
 input is zeros, so that the repeated in-place sums stay finite).  ``--control``
 adds a row timing the raw in-place all-reduce against itself: its ratios are
@@ -123,15 +127,23 @@ Times = tuple[float, float]
 """Seconds per call: wall, main-thread CPU."""
 
 
-def _time(fn: Callable[[torch.Tensor], object], x: torch.Tensor, iters: int) -> Times:
-    """Seconds per call of ``fn(x)`` over ``iters`` calls, the GPU's work finished."""
+def _time_pair(pair: Pair, x: torch.Tensor, iters: int, flip: int) -> tuple[Times, Times]:
+    """Seconds per call of each side of ``pair`` over ``iters`` calls each, the calls alternating one by one.
+
+    Each side comes first in every other pair of calls (the first where
+    ``flip`` is even).
+    """
+    wall, cpu = [0.0, 0.0], [0.0, 0.0]
     dist.barrier()
-    start, start_cpu = time.perf_counter(), time.thread_time()
-    for _ in range(iters):
-        fn(x)
-    if x.is_cuda:
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / iters, (time.thread_time() - start_cpu) / iters
+    for i in range(iters):
+        for side in (0, 1) if (i + flip) % 2 == 0 else (1, 0):
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            pair[side](x)
+            if x.is_cuda:
+                torch.cuda.synchronize()
+            cpu[side] += time.thread_time() - start_cpu
+            wall[side] += time.perf_counter() - start
+    return (wall[0] / iters, cpu[0] / iters), (wall[1] / iters, cpu[1] / iters)
 
 
 Rows = list[tuple[str, int, dict[str, list[Times]]]]
@@ -142,14 +154,14 @@ def _bench(make: Callable[[int], torch.Tensor], size: int, args: argparse.Namesp
     rows = []
     x = make(size // 4)
     iters = max(args.calls, (1 << 18) // size)
-    for name, (typed, raw) in {**PAIRS, **(CONTROL if args.control else {})}.items():
-        variants = {"typed": typed, "raw": raw}
+    for name, pair in {**PAIRS, **(CONTROL if args.control else {})}.items():
         given = torch.zeros_like(x) if name in IN_PLACE else x
-        typed(given), raw(given)  # warm-up
+        pair[0](given), pair[1](given)  # warm-up
         times: dict[str, list[Times]] = {"typed": [], "raw": []}
         for round_ in range(args.rounds):
-            for variant in (("typed", "raw") if round_ % 2 == 0 else ("raw", "typed")):
-                times[variant].append(_time(variants[variant], given, iters))
+            typed, raw = _time_pair(pair, given, iters, round_)
+            times["typed"].append(typed)
+            times["raw"].append(raw)
         rows.append((name, size, times))
     return rows
 

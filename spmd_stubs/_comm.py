@@ -135,7 +135,7 @@ def straight_to_group(x: torch.Tensor) -> bool:
     """
     if _COALESCING is None or _COALESCING or torch._C._len_torch_dispatch_stack():
         return False
-    return not (isinstance(x, LocalTensor) or torch._C._has_torch_function_unary(x) or x.is_complex())
+    return not (isinstance(x, LocalTensor) or torch._C._has_torch_function_unary(x) or x.dtype.is_complex)
 
 
 def functional(x: torch.Tensor) -> bool:
@@ -222,6 +222,8 @@ def all_to_all_rows(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
 # the rest once (``functools.partial``) and calls these directly.  Each waits
 # for its work itself, as torch's functions do (a backend that finished in
 # C++ returns none): a shared helper would cost a Python call per collective.
+# Shapes are read from ``x.shape`` (a getter), not ``x.size(0)``, whose
+# argument parsing costs more on the cold core a waiting rank resumes on.
 
 
 def group_all_reduce(group: dist.ProcessGroup, op: str, x: torch.Tensor) -> torch.Tensor:
@@ -246,7 +248,8 @@ def group_all_reduce_(group: dist.ProcessGroup, op: str, x: torch.Tensor) -> tor
 def group_all_gather(group: dist.ProcessGroup, size: int, x: torch.Tensor) -> torch.Tensor:
     """:func:`all_gather_on` on dim 0, straight to the group."""
     x = x.contiguous()
-    out = x.new_empty((size * x.size(0), *x.shape[1:]))
+    shape = x.shape
+    out = x.new_empty((size * shape[0], *shape[1:]))
     work = group.all_gather_single(out, x, _ALL_GATHER_OPTIONS)
     if work is not None:
         work.wait()
@@ -256,7 +259,8 @@ def group_all_gather(group: dist.ProcessGroup, size: int, x: torch.Tensor) -> to
 def group_reduce_scatter(group: dist.ProcessGroup, op: str, size: int, x: torch.Tensor) -> torch.Tensor:
     """:func:`reduce_scatter_on` on dim 0, straight to the group (dim 0 splits evenly)."""
     x = x.contiguous()
-    out = x.new_empty((x.size(0) // size, *x.shape[1:]))
+    shape = x.shape
+    out = x.new_empty((shape[0] // size, *shape[1:]))
     work = group.reduce_scatter_single(out, x, _REDUCE_SCATTER_OPTIONS[op])
     if work is not None:
         work.wait()

@@ -210,7 +210,7 @@ class _Bound:
         try:
             if direct is not None and straight_to_group(x):
                 rows = direct.rows
-                if rows is None or (x.dim() and not x.size(0) % rows):
+                if rows is None or (x.ndim and not x.shape[0] % rows):
                     return direct.run(x)
             return self.plan.kernel(x, self.comm, step.src, step.dst)
         except RuntimeError as error:

@@ -308,8 +308,9 @@ def eager_calls_go_straight_to_the_group(mesh: DeviceMesh) -> None:
 def exports_then_calls_eagerly_straight_to_the_group(mesh: DeviceMesh) -> None:
     """Non-strict ``torch.export`` runs the typed calls as Python: functional collectives in the graph.
 
-    The call sites it makes are the eager ones (no dynamo reads them), and an
-    eager call afterwards goes straight to the group.
+    The call sites it makes are cached as eager ones (no dynamo reads them),
+    so the first eager call afterwards reuses them and must go straight to
+    the group: a site cached without its direct path would take the kernels.
     """
 
     class Block(torch.nn.Module):

@@ -133,6 +133,15 @@ def not_differentiable(op: str, label: str) -> ValueError:
     )
 
 
+def no_forward_mode(step: Step, axis: str) -> ValueError:
+    """The error of a forward-mode derivative (``torch.func.jvp``, ``forward_ad``) through a pending max or min."""
+    return ValueError(
+        f"{step.call(axis)} has no forward-mode derivative here: a max or min over the ranks is not linear, "
+        f"and its tangent would have to follow the rank attaining it. Fix: take this derivative in reverse "
+        f"mode (loss.backward(), torch.func.grad), or reduce with src=P (a sum) where the math allows."
+    )
+
+
 def check_averageable(x: torch.Tensor, op: str, label: str) -> None:
     """An average of integers is no integer: refuse instead of changing the dtype."""
     if not (x.is_floating_point() or x.is_complex()):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar, cast
 
 import torch
+import torch.autograd.forward_ad as forward_ad
 import torch.distributed as dist
 
 from spmd_stubs import _validation, core
@@ -23,6 +24,7 @@ from spmd_stubs._collective_args import (
     check_averageable,
     check_member,
     checked_split_sizes,
+    no_forward_mode,
     no_process_group,
     not_differentiable,
 )
@@ -167,8 +169,26 @@ class _Typed(torch.autograd.Function):
         return out, None
 
 
+class _TypedWithTangent(_Typed):
+    """:class:`_Typed` with a forward-mode derivative, for calls inside a ``forward_ad`` level.
+
+    A class apart because dynamo cannot trace a Function that defines ``jvp``:
+    compiled code, outside any such level, records :class:`_Typed`.
+    """
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor, _bound: None) -> torch.Tensor:
+        # Every plan but a pending max or min is linear: the tangent takes the same plan.
+        bound: _Bound = ctx.bound
+        if bound.plan.share:
+            raise no_forward_mode(bound.plan.step, bound.comm.axis)
+        out = bound.run(tangent)
+        return out if bound.divisor == 1 else out / bound.divisor
+
+
 _record = cast("Callable[[torch.Tensor, _Bound], torch.Tensor]", _Typed.apply)
 """``_Typed.apply``, which torch leaves unannotated."""
+_record_with_tangent = cast("Callable[[torch.Tensor, _Bound], torch.Tensor]", _TypedWithTangent.apply)
 
 
 class _Bound:
@@ -227,12 +247,14 @@ class _Bound:
         gradient through unchanged.
         """
         plan = self.plan
+        # Inside a forward-mode level x may carry a tangent, which only a node's jvp communicates.
+        tangents = forward_ad._current_level >= 0
         # The tensor's flag first: a gradient (the backward's input) is answered by one C call.
-        recording = x.requires_grad and torch.is_grad_enabled()
+        recording = (x.requires_grad and torch.is_grad_enabled()) or tangents
         if self.divisor == 1 and (plan.passthrough if recording else plan.moves_nothing):
             return x
         if recording:
-            return _record(x, self)
+            return _record_with_tangent(x, self) if tangents else _record(x, self)
         y = self.run(x)
         return y if self.divisor == 1 else y / self.divisor
 

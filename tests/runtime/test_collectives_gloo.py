@@ -330,6 +330,39 @@ def exports_then_calls_eagerly_straight_to_the_group(mesh: DeviceMesh) -> None:
         spmd.unbind()
 
 
+def forward_mode_tangents_cross_the_ranks(mesh: DeviceMesh) -> None:
+    """Forward-mode AD: a typed collective moves the tangent as it moves the value.
+
+    A tensor carrying a tangent requires no gradient, so without the node's
+    jvp the eager call would communicate the value alone and leave each
+    rank its own tangent.  A pending max has no forward-mode derivative and
+    says so.
+    """
+    import torch.autograd.forward_ad as forward_ad
+
+    spmd.bind_mesh(mesh)
+    try:
+        x = torch.arange(8.0).reshape(4, 2) * (dist.get_rank() + 1)
+        tangent = torch.full((4, 2), float(10 * dist.get_rank() + 1))
+        calls = {name: call for name, call in _COLLECTIVES.items() if name != "all_reduce_"}
+        calls["convert(R, S(0))"] = lambda v: spmd.convert(v, tp, src=R, dst=S(0))
+        for name, call in calls.items():
+            with forward_ad.dual_level():
+                value, tangent_out = forward_ad.unpack_dual(call(forward_ad.make_dual(x, tangent)))
+            torch.testing.assert_close(value, call(x), msg=name)
+            assert tangent_out is not None, name
+            torch.testing.assert_close(tangent_out, call(tangent), msg=name)
+        with forward_ad.dual_level():
+            try:
+                spmd.all_reduce(forward_ad.make_dual(x, tangent), tp, src=spmd.Pmax, dst=R)
+            except ValueError as error:
+                assert "all_reduce(x, tp, src=Pmax, dst=R) has no forward-mode derivative" in str(error), error
+            else:
+                raise AssertionError("a forward-mode derivative through a pending max ran")
+    finally:
+        spmd.unbind()
+
+
 def _build_checks() -> dict[str, Check]:
     checks: dict[str, Check] = {}
     for case in cases():
@@ -350,6 +383,7 @@ def _build_checks() -> dict[str, Check]:
         coalescing_block_queues_typed_calls,
         eager_calls_go_straight_to_the_group,
         exports_then_calls_eagerly_straight_to_the_group,
+        forward_mode_tangents_cross_the_ranks,
     ):
         checks[fn.__name__] = fn
     return checks

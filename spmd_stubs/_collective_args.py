@@ -54,11 +54,20 @@ _MISMATCH_FIX = {
 
 _UNSUPPORTED_DTYPE = ("Invalid scalar type", "Unsupported dtype", "unsupported data type")
 """How backends say they cannot move a dtype (gloo: float8, uint16-64)."""
+_NO_BATCHING_RULE = "Batching rule not implemented"
+"""How ``torch.func.vmap`` refuses an op it cannot batch (every c10d collective)."""
 
 
 def backend_error(step: Step, axis: str, x: torch.Tensor, error: RuntimeError) -> ValueError:
     """The backend's error in a collective, with the axis, the call, the local shape and the fix."""
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+    if _NO_BATCHING_RULE in reason:
+        return ValueError(
+            f"{step.call(axis)} cannot run under torch.func.vmap: {reason}. vmap maps a function of one "
+            f"sample, and a collective exchanges whole tensors between the ranks of axis {axis}, which has no "
+            f"per-sample form. Fix: call the collective outside vmap, on the whole batch, and vmap only the "
+            f"local computation."
+        )
     if any(words in reason for words in _UNSUPPORTED_DTYPE):
         return ValueError(
             f"{step.call(axis)} failed in the communication backend on this rank: {reason}. The backend cannot "

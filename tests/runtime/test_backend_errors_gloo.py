@@ -86,7 +86,28 @@ def reduce_scatter_of_different_shapes(mesh: DeviceMesh) -> None:
     )
 
 
+def vmap_over_a_collective(mesh: DeviceMesh) -> None:
+    """Under ``torch.func.vmap`` the c10d call has no batching rule: the error says vmap, not shapes."""
+    spmd.bind_groups({tp: _checked_tp_group()})
+    try:
+        try:
+            torch.func.vmap(lambda v: spmd.all_reduce(v, tp, src=P, dst=R))(torch.ones(3, 4))
+        except ValueError as error:
+            message = str(error)
+            named = "all_reduce(x, tp, src=P, dst=R) cannot run under torch.func.vmap"
+            for words in (named, "Fix: call the collective outside vmap"):
+                assert words in message, (words, message)
+            assert "same shape" not in message, message
+        else:
+            raise AssertionError("a collective under vmap did not raise")
+        total = spmd.all_reduce(torch.ones(2), tp, src=P, dst=R)
+        assert total.tolist() == [2.0, 2.0], total
+    finally:
+        spmd.unbind()
+
+
 CHECKS = by_name(
+    vmap_over_a_collective,
     all_reduce_of_different_shapes,
     all_gather_of_different_shapes,
     reduce_scatter_of_different_shapes,

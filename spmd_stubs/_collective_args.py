@@ -133,8 +133,15 @@ def no_process_group(op: str, label: str) -> ValueError:
     )
 
 
-def not_differentiable(op: str, label: str) -> ValueError:
-    """The error of an in-place collective on a tensor autograd would differentiate through."""
+def not_differentiable(op: str, label: str, tangent: bool = False) -> ValueError:
+    """The error of an in-place collective on a tensor autograd would differentiate through
+    (``tangent``: one that carries a forward-mode tangent)."""
+    if tangent:
+        return ValueError(
+            f"{op}(x, {label}, ...) reduces x in place, which cannot update the forward-mode tangent x "
+            f"carries. Fix: y = {op.rstrip('_')}(x, {label}, ...) (out of place: its tangent crosses the "
+            f"ranks too), or run the in-place form outside forward_ad.dual_level()."
+        )
     return ValueError(
         f"{op}(x, {label}, ...) reduces x in place, which autograd cannot differentiate, and x requires a "
         f"gradient. Fix: y = {op.rstrip('_')}(x, {label}, ...) (out of place, differentiable), or run the "

@@ -297,6 +297,8 @@ class _InPlaceSite(_Site):
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         if x.requires_grad and torch.is_grad_enabled():
             raise not_differentiable(self.op, self.comm.axis)
+        if forward_ad._current_level >= 0 and forward_ad.unpack_dual(x).tangent is not None:
+            raise not_differentiable(self.op, self.comm.axis, tangent=True)
         y = self.run(x)
         return y if self.divisor == 1 else y.div_(self.divisor)
 

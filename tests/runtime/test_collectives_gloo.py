@@ -335,8 +335,8 @@ def forward_mode_tangents_cross_the_ranks(mesh: DeviceMesh) -> None:
 
     A tensor carrying a tangent requires no gradient, so without the node's
     jvp the eager call would communicate the value alone and leave each
-    rank its own tangent.  A pending max has no forward-mode derivative and
-    says so.
+    rank its own tangent.  A pending max has no forward-mode derivative, and
+    the in-place all-reduce cannot update a tangent: both say so.
     """
     import torch.autograd.forward_ad as forward_ad
 
@@ -359,6 +359,15 @@ def forward_mode_tangents_cross_the_ranks(mesh: DeviceMesh) -> None:
                 assert "all_reduce(x, tp, src=Pmax, dst=R) has no forward-mode derivative" in str(error), error
             else:
                 raise AssertionError("a forward-mode derivative through a pending max ran")
+            try:
+                spmd.all_reduce_(forward_ad.make_dual(x.clone(), tangent), tp, src=spmd.P, dst=R)
+            except ValueError as error:
+                assert "cannot update the forward-mode tangent x carries" in str(error), error
+            else:
+                raise AssertionError("an in-place all-reduce of a tensor carrying a tangent ran")
+            plain = x.clone()  # no tangent: the in-place sum runs as usual
+            spmd.all_reduce_(plain, tp, src=spmd.P, dst=R)
+            torch.testing.assert_close(plain, spmd.all_reduce(x, tp, src=spmd.P, dst=R))
     finally:
         spmd.unbind()
 

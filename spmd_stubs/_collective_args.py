@@ -150,11 +150,11 @@ def not_differentiable(op: str, label: str, tangent: bool = False) -> ValueError
 
 
 def no_forward_mode(step: Step, axis: str) -> ValueError:
-    """The error of a forward-mode derivative (``torch.func.jvp``, ``forward_ad``) through a pending max or min."""
+    """The error of a forward-mode derivative (``torch.autograd.forward_ad``) through a pending max or min."""
     return ValueError(
         f"{step.call(axis)} has no forward-mode derivative here: a max or min over the ranks is not linear, "
         f"and its tangent would have to follow the rank attaining it. Fix: take this derivative in reverse "
-        f"mode (loss.backward(), torch.func.grad), or reduce with src=P (a sum) where the math allows."
+        f"mode (loss.backward() or torch.autograd.grad), or reduce with src=P (a sum) where the math allows."
     )
 
 

@@ -189,6 +189,8 @@ class _TypedWithTangent(_Typed):
 _record = cast("Callable[[torch.Tensor, _Bound], torch.Tensor]", _Typed.apply)
 """``_Typed.apply``, which torch leaves unannotated."""
 _record_with_tangent = cast("Callable[[torch.Tensor, _Bound], torch.Tensor]", _TypedWithTangent.apply)
+_unpack_dual = cast("Callable[[torch.Tensor], tuple[torch.Tensor, Optional[torch.Tensor]]]", forward_ad.unpack_dual)
+"""``forward_ad.unpack_dual``: (primal, tangent or None), which torch leaves unannotated."""
 
 
 class _Bound:
@@ -297,7 +299,7 @@ class _InPlaceSite(_Site):
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         if x.requires_grad and torch.is_grad_enabled():
             raise not_differentiable(self.op, self.comm.axis)
-        if forward_ad._current_level >= 0 and forward_ad.unpack_dual(x).tangent is not None:
+        if forward_ad._current_level >= 0 and _unpack_dual(x)[1] is not None:
             raise not_differentiable(self.op, self.comm.axis, tangent=True)
         y = self.run(x)
         return y if self.divisor == 1 else y.div_(self.divisor)

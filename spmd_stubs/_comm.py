@@ -129,9 +129,10 @@ def never_registered(group: dist.ProcessGroup) -> bool:
 def straight_to_group(x: torch.Tensor) -> bool:
     """Whether an eager call on ``x`` (and its output buffer, made like it) goes straight to the group.
 
-    Not under ``torch.compile``, which the callers rule out first.  With any
-    dispatch mode active (``LocalTensorMode``, a fake or debug mode) the call
-    is left to ``torch.distributed`` or the functional collectives.
+    Not under dynamo, which the callers rule out first.  With any dispatch
+    mode active (``LocalTensorMode``, a fake or debug mode, the tracing of a
+    non-strict ``torch.export``) the call is left to ``torch.distributed`` or
+    the functional collectives.
     """
     if _COALESCING is None or _COALESCING or torch._C._len_torch_dispatch_stack():
         return False

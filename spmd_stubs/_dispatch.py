@@ -43,8 +43,8 @@ _traced = torch.compiler.is_dynamo_compiling
 Dynamo is the tracer that reads this module's Python as code, guarding on
 what it reads from a dict and unable to keep what the code builds.  The
 others (non-strict export) run it as Python under a dispatch mode, where
-caches are safe and :func:`spmd_stubs._comm.straight_to_group` leaves the
-call to ``torch.distributed``.  One Python call, where
+caches are safe and :func:`spmd_stubs._comm.straight_to_group` declines, so
+the kernels take the functional collectives.  One Python call, where
 ``torch.compiler.is_compiling()`` makes two.
 """
 
@@ -206,8 +206,7 @@ class _Bound:
 
     def __init__(self, plan: _Plan, comm: Comm, divisor: int) -> None:
         self.plan, self.comm, self.divisor = plan, comm, divisor
-        compiling = _traced()
-        self.direct = None if compiling else direct_run(plan.kernel, comm, plan.step.src, plan.step.dst)
+        self.direct = None if _traced() else direct_run(plan.kernel, comm, plan.step.src, plan.step.dst)
         self._backward: Optional[_Bound] = None
 
     @property

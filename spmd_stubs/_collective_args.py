@@ -133,18 +133,19 @@ def no_process_group(op: str, label: str) -> ValueError:
     )
 
 
-def not_differentiable(op: str, label: str, tangent: bool = False) -> ValueError:
-    """The error of an in-place collective on a tensor autograd would differentiate through
-    (``tangent``: one that carries a forward-mode tangent)."""
+def not_differentiable(op: str, step: Step, label: str, tangent: bool = False) -> ValueError:
+    """The error of an in-place collective ``op`` (running ``step``) on a tensor autograd would
+    differentiate through (``tangent``: one that carries a forward-mode tangent)."""
+    types = f"x, {label}, src={step.src}, dst={step.dst}"
     if tangent:
         return ValueError(
-            f"{op}(x, {label}, ...) reduces x in place, which cannot update the forward-mode tangent x "
-            f"carries. Fix: y = {op.rstrip('_')}(x, {label}, ...) (out of place: its tangent crosses the "
-            f"ranks too), or run the in-place form outside forward_ad.dual_level()."
+            f"{op}({types}) reduces x in place, which cannot update the forward-mode tangent x carries. "
+            f"Fix: y = {step.op}({types}) (out of place: its tangent crosses the ranks too), or run the "
+            f"in-place form outside forward_ad.dual_level()."
         )
     return ValueError(
-        f"{op}(x, {label}, ...) reduces x in place, which autograd cannot differentiate, and x requires a "
-        f"gradient. Fix: y = {op.rstrip('_')}(x, {label}, ...) (out of place, differentiable), or run the "
+        f"{op}({types}) reduces x in place, which autograd cannot differentiate, and x requires a "
+        f"gradient. Fix: y = {step.op}({types}) (out of place, differentiable), or run the "
         f"in-place form on a gradient (p.grad) or under torch.no_grad()."
     )
 

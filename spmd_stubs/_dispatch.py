@@ -297,9 +297,9 @@ class _InPlaceSite(_Site):
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         if x.requires_grad and torch.is_grad_enabled():
-            raise not_differentiable(self.op, self.comm.axis)
+            raise not_differentiable(self.op, self.plan.step, self.comm.axis)
         if forward_ad._current_level >= 0 and _unpack_dual(x)[1] is not None:
-            raise not_differentiable(self.op, self.comm.axis, tangent=True)
+            raise not_differentiable(self.op, self.plan.step, self.comm.axis, tangent=True)
         y = self.run(x)
         return y if self.divisor == 1 else y.div_(self.divisor)
 

@@ -278,5 +278,6 @@ def check_in_place(world: World, case: Case, axis: object, groups: list[list[int
         call(in_place, recorded, axis, n)
     except ValueError as error:
         assert "requires a gradient" in str(error), error
+        assert "src=" in str(error) and "Fix: y = all_reduce(x, " in str(error), error
     else:
         raise AssertionError("all_reduce_ accepted a tensor that requires a gradient")

@@ -362,7 +362,10 @@ def forward_mode_tangents_cross_the_ranks(mesh: DeviceMesh) -> None:
             try:
                 spmd.all_reduce_(forward_ad.make_dual(x.clone(), tangent), tp, src=spmd.P, dst=R)
             except ValueError as error:
-                assert "cannot update the forward-mode tangent x carries" in str(error), error
+                message = str(error)
+                assert "all_reduce_(x, tp, src=P, dst=R) reduces x in place" in message, message
+                assert "cannot update the forward-mode tangent x carries" in message, message
+                assert "Fix: y = all_reduce(x, tp, src=P, dst=R)" in message, message
             else:
                 raise AssertionError("an in-place all-reduce of a tensor carrying a tangent ran")
             plain = x.clone()  # no tangent: the in-place sum runs as usual

@@ -1,7 +1,7 @@
 """Typed collectives against the raw torch.distributed calls, on local ranks or in the simulated world.
 
     .venv/bin/python scripts/bench_collectives.py [--rounds 11] [--calls 16] [--min-size 1024] [--max-size 16777216] [--validate]
-        [--control]
+        [--control] [--layers]
         [--world 4] [--backend gloo|nccl] [--device cpu|cuda] [--simulated] [--default-malloc]
 
 By default 4 local gloo ranks on CPU tensors.  ``--device cuda`` puts the
@@ -28,7 +28,12 @@ call ends with ``torch.cuda.synchronize()``.  The raw calls are the
 equivalents of the typed ones, out of place but for ``all_reduce_``'s (whose
 input is zeros, so that the repeated in-place sums stay finite).  ``--control``
 adds a row timing the raw in-place all-reduce against itself: its ratios are
-how far two identical sides drift apart on this machine.  Each rank first
+how far two identical sides drift apart on this machine.  ``--layers`` (real
+ranks only) adds two rows per collective, each against the same raw call:
+the collective's call site made beforehand and called (what is left below
+the public function and the site lookup), and the group call the site ends
+in (``spmd_stubs._comm.group_*``), so that the table shows what each layer
+costs.  Each rank first
 fixes glibc's malloc thresholds (``scripts/steady_malloc.py``;
 ``--default-malloc`` leaves them moving), so that output buffers are reused
 rather than mapped afresh.  With ``--validate`` the typed
@@ -63,8 +68,9 @@ from steady_malloc import add_option, steady_malloc
 from torch.distributed._local_tensor import LocalTensorMode
 
 import spmd_stubs as spmd
-from spmd_stubs import P, R, S
-from spmd_stubs.types import MeshAxis
+from spmd_stubs import P, R, S, _comm
+from spmd_stubs._dispatch import call_site
+from spmd_stubs.types import MeshAxis, to_axis_type
 
 WORLD = 4
 """The ranks of the world, set by :func:`main` (the raw calls size their outputs by it)."""
@@ -119,7 +125,36 @@ PAIRS: dict[str, Pair] = {
 
 CONTROL: dict[str, Pair] = {"control: raw all_reduce_ vs itself": (_raw_all_reduce_in_place, _raw_all_reduce_in_place)}
 """The A/A row ``--control`` adds."""
-IN_PLACE = {"all_reduce_", *CONTROL}
+TYPES: dict[str, tuple[str, Any, Any]] = {
+    "all_reduce": ("all_reduce", P, R),
+    "all_reduce_": ("all_reduce", P, R),
+    "all_gather": ("all_gather", S(0), R),
+    "reduce_scatter": ("reduce_scatter", P, S(0)),
+    "all_to_all": ("all_to_all", S(0), S(0)),
+}
+"""Each row of :data:`PAIRS`: its operation, ``src`` and ``dst``."""
+
+
+def _layers() -> dict[str, Pair]:
+    """``--layers``: each collective's call site, made beforehand, and its group call, against its raw call."""
+    group = dist.group.WORLD
+    assert group is not None
+    group_calls: dict[str, Callable[[torch.Tensor], object]] = {
+        "all_reduce": lambda x: _comm.group_all_reduce(group, "sum", x),
+        "all_reduce_": lambda x: _comm.group_all_reduce_(group, "sum", x),
+        "all_gather": lambda x: _comm.group_all_gather(group, WORLD, x),
+        "reduce_scatter": lambda x: _comm.group_reduce_scatter(group, "sum", WORLD, x),
+        "all_to_all": lambda x: _comm.group_all_to_all(group, x),
+    }
+    layers: dict[str, Pair] = {}
+    for name, (op, src, dst) in TYPES.items():
+        site = call_site(op, world, to_axis_type(src), to_axis_type(dst), in_place=name == "all_reduce_")
+        layers[f"{name}: its site, made beforehand"] = (site, PAIRS[name][1])
+        layers[f"{name}: its group call"] = (group_calls[name], PAIRS[name][1])
+    return layers
+
+
+IN_PLACE = {"all_reduce_", "all_reduce_: its site, made beforehand", "all_reduce_: its group call", *CONTROL}
 """Rows whose calls write over their input."""
 
 
@@ -154,7 +189,8 @@ def _bench(make: Callable[[int], torch.Tensor], size: int, args: argparse.Namesp
     rows = []
     x = make(size // 4)
     iters = max(args.calls, (1 << 18) // size)
-    for name, pair in {**PAIRS, **(CONTROL if args.control else {})}.items():
+    pairs = {**PAIRS, **(_layers() if args.layers else {}), **(CONTROL if args.control else {})}
+    for name, pair in pairs.items():
         given = torch.zeros_like(x) if name in IN_PLACE else x
         pair[0](given), pair[1](given)  # warm-up
         times: dict[str, list[Times]] = {"typed": [], "raw": []}
@@ -251,6 +287,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--max-size", type=int, default=1 << 24, help="largest per-rank size, bytes")
     parser.add_argument("--validate", action="store_true", help="typed calls in validation mode")
     parser.add_argument("--control", action="store_true", help="add a row timing the raw all-reduce against itself")
+    parser.add_argument("--layers", action="store_true", help="add rows timing each collective's call site and group call")
     parser.add_argument("--world", type=int, default=WORLD, help="ranks")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
@@ -259,6 +296,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = parser.parse_args(argv)
     sizes = [size for size in SIZES if args.min_size <= size <= args.max_size]
     if args.simulated:
+        if args.layers:
+            parser.error("--layers times the group calls of real ranks; leave out --simulated")
         return _simulated(args, sizes)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -37,18 +37,27 @@ def test_bench_step_runs_rank_0_alone_on_the_fake_backend() -> None:
         assert re.search(rf"^\| 2 dp x 2 tp, SP {sp} \|.*\| ({RATIO}) \|.*\| ({RATIO}) \| \S+ \|$", out, re.M), out
 
 
+COLLECTIVES = ("all_reduce", "all_reduce_", "all_gather", "reduce_scatter", "all_to_all")
+
+
 def test_bench_collectives_prints_wall_and_cpu_ratios() -> None:
-    out = _run("bench_collectives.py", "--rounds", "1", "--max-size", "1024", "--control")
+    out = _run("bench_collectives.py", "--rounds", "1", "--max-size", "1024", "--control", "--layers")
     assert STEADY_MALLOC in out.splitlines()[0], out
-    for op in ("all_reduce", "all_reduce_", "all_gather", "reduce_scatter", "all_to_all",
-               "control: raw all_reduce_ vs itself"):
+    layers = [f"{op}: {layer}" for op in COLLECTIVES for layer in ("its site, made beforehand", "its group call")]
+    for op in (*COLLECTIVES, *layers, "control: raw all_reduce_ vs itself"):
         assert re.search(rf"^\| {op} \| 1 KiB \|.*\| {RATIO} \|.*\| {RATIO} \|$", out, re.M), out
+
+
+def test_bench_collectives_times_layers_on_real_ranks_only() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPTS / "bench_collectives.py"), "--simulated", "--layers"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and "--layers times the group calls of real ranks" in done.stderr, done.stderr
 
 
 def test_bench_collectives_runs_in_the_simulated_world() -> None:
     out = _run("bench_collectives.py", "--simulated", "--rounds", "1", "--max-size", "1024")
     assert out.startswith("simulated world of 4 ranks, cpu tensors;"), out
-    for op in ("all_reduce", "all_reduce_", "all_gather", "reduce_scatter", "all_to_all"):
+    for op in COLLECTIVES:
         assert re.search(rf"^\| {op} \| 1 KiB \|.*\| {RATIO} \|.*\| {RATIO} \|$", out, re.M), out
 
 

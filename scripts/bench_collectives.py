@@ -125,6 +125,11 @@ PAIRS: dict[str, Pair] = {
 
 CONTROL: dict[str, Pair] = {"control: raw all_reduce_ vs itself": (_raw_all_reduce_in_place, _raw_all_reduce_in_place)}
 """The A/A row ``--control`` adds."""
+IN_PLACE = {"all_reduce_", "control"}
+"""Rows whose calls write over their input, named by what comes before any colon
+(``all_reduce_: its group call``, ``control: raw all_reduce_ vs itself``)."""
+
+
 TYPES: dict[str, tuple[str, Any, Any]] = {
     "all_reduce": ("all_reduce", P, R),
     "all_reduce_": ("all_reduce", P, R),
@@ -152,10 +157,6 @@ def _layers() -> dict[str, Pair]:
         layers[f"{name}: its site, made beforehand"] = (site, PAIRS[name][1])
         layers[f"{name}: its group call"] = (group_calls[name], PAIRS[name][1])
     return layers
-
-
-IN_PLACE = {"all_reduce_", "all_reduce_: its site, made beforehand", "all_reduce_: its group call", *CONTROL}
-"""Rows whose calls write over their input."""
 
 
 Times = tuple[float, float]
@@ -191,7 +192,7 @@ def _bench(make: Callable[[int], torch.Tensor], size: int, args: argparse.Namesp
     iters = max(args.calls, (1 << 18) // size)
     pairs = {**PAIRS, **(_layers() if args.layers else {}), **(CONTROL if args.control else {})}
     for name, pair in pairs.items():
-        given = torch.zeros_like(x) if name in IN_PLACE else x
+        given = torch.zeros_like(x) if name.split(":")[0] in IN_PLACE else x
         pair[0](given), pair[1](given)  # warm-up
         times: dict[str, list[Times]] = {"typed": [], "raw": []}
         for round_ in range(args.rounds):

@@ -126,6 +126,12 @@ def never_registered(group: dist.ProcessGroup) -> bool:
     return False
 
 
+_dispatch_modes: Callable[[], int] = torch._C._len_torch_dispatch_stack
+_overrides_torch_function: Callable[[torch.Tensor], bool] = torch._C._has_torch_function_unary
+"""The two C checks of :func:`straight_to_group`, bound here: each call site's
+check would otherwise look them up through ``torch._C`` on every call."""
+
+
 def straight_to_group(x: torch.Tensor) -> bool:
     """Whether an eager call on ``x`` (and its output buffer, made like it) goes straight to the group.
 
@@ -134,9 +140,9 @@ def straight_to_group(x: torch.Tensor) -> bool:
     non-strict ``torch.export``) the call is left to ``torch.distributed`` or
     the functional collectives.
     """
-    if _COALESCING is None or _COALESCING or torch._C._len_torch_dispatch_stack():
+    if _COALESCING is None or _COALESCING or _dispatch_modes():
         return False
-    return not (isinstance(x, LocalTensor) or torch._C._has_torch_function_unary(x) or x.dtype.is_complex)
+    return not (isinstance(x, LocalTensor) or _overrides_torch_function(x) or x.dtype.is_complex)
 
 
 def functional(x: torch.Tensor) -> bool:
@@ -146,7 +152,7 @@ def functional(x: torch.Tensor) -> bool:
         return True
     # A LocalTensorMode is a dispatch mode: with none on the stack (the usual
     # case) one C call answers, instead of torch's three Python calls.
-    return bool(torch._C._len_torch_dispatch_stack()) and enabled_local_tensor_mode() is not None
+    return bool(_dispatch_modes()) and enabled_local_tensor_mode() is not None
 
 
 def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") -> torch.Tensor:
@@ -224,7 +230,9 @@ def all_to_all_rows(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
 # for its work itself, as torch's functions do (a backend that finished in
 # C++ returns none): a shared helper would cost a Python call per collective.
 # Shapes are read from ``x.shape`` (a getter), not ``x.size(0)``, whose
-# argument parsing costs more on the cold core a waiting rank resumes on.
+# argument parsing costs more on the cold core a waiting rank resumes on;
+# an output's shape goes to ``new_empty`` as separate arguments, which is
+# cheaper than building a tuple of them (1.9 -> 1.5 us on a warm core).
 
 
 def group_all_reduce(group: dist.ProcessGroup, op: str, x: torch.Tensor) -> torch.Tensor:
@@ -250,7 +258,7 @@ def group_all_gather(group: dist.ProcessGroup, size: int, x: torch.Tensor) -> to
     """:func:`all_gather_on` on dim 0, straight to the group."""
     x = x.contiguous()
     shape = x.shape
-    out = x.new_empty((size * shape[0], *shape[1:]))
+    out = x.new_empty(size * shape[0], *shape[1:])
     work = group.all_gather_single(out, x, _ALL_GATHER_OPTIONS)
     if work is not None:
         work.wait()
@@ -261,7 +269,7 @@ def group_reduce_scatter(group: dist.ProcessGroup, op: str, size: int, x: torch.
     """:func:`reduce_scatter_on` on dim 0, straight to the group (dim 0 splits evenly)."""
     x = x.contiguous()
     shape = x.shape
-    out = x.new_empty((shape[0] // size, *shape[1:]))
+    out = x.new_empty(shape[0] // size, *shape[1:])
     work = group.reduce_scatter_single(out, x, _REDUCE_SCATTER_OPTIONS[op])
     if work is not None:
         work.wait()

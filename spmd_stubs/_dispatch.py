@@ -227,17 +227,18 @@ class _Bound:
 
     def run(self, x: torch.Tensor) -> torch.Tensor:
         """The plan's kernel on ``x`` (not divided), straight to the group where it can be."""
-        direct, step = self.direct, self.plan.step
+        direct = self.direct
         try:
             if direct is not None and straight_to_group(x):
                 rows = direct.rows
                 if rows is None or (x.ndim and not x.shape[0] % rows):
                     return direct.run(x)
+            step = self.plan.step
             return self.plan.kernel(x, self.comm, step.src, step.dst)
         except RuntimeError as error:
             # No check of its own (comparing shapes across ranks would cost a
             # collective per call): the backend's error, given the call's context.
-            raise backend_error(step, self.comm.axis, x, error) from error
+            raise backend_error(self.plan.step, self.comm.axis, x, error) from error
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         """The plan on ``x``, recorded for autograd only where a gradient can flow.

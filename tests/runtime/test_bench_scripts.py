@@ -9,7 +9,7 @@ from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 RATIO = r"\d+\.\d{3}"
-STEADY_MALLOC = "glibc malloc: mmap threshold fixed at 64 MiB"
+STEADY_MALLOC = "glibc malloc: mmap threshold fixed at 256 MiB"
 """What the scripts report having done first on this (glibc) machine: ``scripts/steady_malloc.py``."""
 
 

@@ -29,11 +29,13 @@ equivalents of the typed ones, out of place but for ``all_reduce_``'s (whose
 input is zeros, so that the repeated in-place sums stay finite).  ``--control``
 adds a row timing the raw in-place all-reduce against itself: its ratios are
 how far two identical sides drift apart on this machine.  ``--layers`` (real
-ranks only) adds two rows per collective, each against the same raw call:
-the collective's call site made beforehand and called (what is left below
-the public function and the site lookup), and the group call the site ends
-in (``spmd_stubs._comm.group_*``), so that the table shows what each layer
-costs.  Each rank first
+ranks only) adds three rows per collective, each against the same raw call:
+the public call with its ``src`` and ``dst`` made beforehand (the public
+row makes ``S(0)`` in every call, as code that writes it in the call
+does), the collective's call site made beforehand and called (what is left
+below the public function and the site lookup), and the group call the
+site ends in (``spmd_stubs._comm.group_*``), so that the table shows what
+each layer costs.  Each rank first
 fixes glibc's malloc thresholds (``scripts/steady_malloc.py``;
 ``--default-malloc`` leaves them moving), so that output buffers are reused
 rather than mapped afresh.  With ``--validate`` the typed
@@ -140,8 +142,16 @@ TYPES: dict[str, tuple[str, Any, Any]] = {
 """Each row of :data:`PAIRS`: its operation, ``src`` and ``dst``."""
 
 
+def _public_call(name: str, src: Any, dst: Any) -> Callable[[torch.Tensor], object]:
+    """The public collective ``name`` on the world, with ``src`` and ``dst`` as given (made once)."""
+    public = getattr(spmd, name)
+    return lambda x: public(x, world, src=src, dst=dst)
+
+
 def _layers() -> dict[str, Pair]:
-    """``--layers``: each collective's call site, made beforehand, and its group call, against its raw call."""
+    """``--layers``: each collective's public call with its ``src`` and ``dst`` made beforehand (``S(0)``
+    written in the call is made on every call), its call site, made beforehand, and its group call, each
+    against its raw call."""
     group = dist.group.WORLD
     assert group is not None
     group_calls: dict[str, Callable[[torch.Tensor], object]] = {
@@ -154,6 +164,7 @@ def _layers() -> dict[str, Pair]:
     layers: dict[str, Pair] = {}
     for name, (op, src, dst) in TYPES.items():
         site = call_site(op, world, to_axis_type(src), to_axis_type(dst), in_place=name == "all_reduce_")
+        layers[f"{name}: its src and dst made beforehand"] = (_public_call(name, src, dst), PAIRS[name][1])
         layers[f"{name}: its site, made beforehand"] = (site, PAIRS[name][1])
         layers[f"{name}: its group call"] = (group_calls[name], PAIRS[name][1])
     return layers
@@ -288,7 +299,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--max-size", type=int, default=1 << 24, help="largest per-rank size, bytes")
     parser.add_argument("--validate", action="store_true", help="typed calls in validation mode")
     parser.add_argument("--control", action="store_true", help="add a row timing the raw all-reduce against itself")
-    parser.add_argument("--layers", action="store_true", help="add rows timing each collective's call site and group call")
+    parser.add_argument("--layers", action="store_true", help="add rows timing each layer of each collective's call")
     parser.add_argument("--world", type=int, default=WORLD, help="ranks")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")

@@ -43,7 +43,11 @@ COLLECTIVES = ("all_reduce", "all_reduce_", "all_gather", "reduce_scatter", "all
 def test_bench_collectives_prints_wall_and_cpu_ratios() -> None:
     out = _run("bench_collectives.py", "--rounds", "1", "--max-size", "1024", "--control", "--layers")
     assert STEADY_MALLOC in out.splitlines()[0], out
-    layers = [f"{op}: {layer}" for op in COLLECTIVES for layer in ("its site, made beforehand", "its group call")]
+    layers = [
+        f"{op}: {layer}"
+        for op in COLLECTIVES
+        for layer in ("its src and dst made beforehand", "its site, made beforehand", "its group call")
+    ]
     for op in (*COLLECTIVES, *layers, "control: raw all_reduce_ vs itself"):
         assert re.search(rf"^\| {op} \| 1 KiB \|.*\| {RATIO} \|.*\| {RATIO} \|$", out, re.M), out
 

@@ -235,6 +235,8 @@ class _Bound:
                     return direct.run(x)
             step = self.plan.step
             return self.plan.kernel(x, self.comm, step.src, step.dst)
+        except (RecursionError, NotImplementedError):
+            raise  # RuntimeErrors of the program (a tensor subclass's handler), not of ranks that disagree
         except RuntimeError as error:
             # No check of its own (comparing shapes across ranks would cost a
             # collective per call): the backend's error, given the call's context.

@@ -227,6 +227,53 @@ def complex_and_torch_function_calls_keep_torch_distributed(mesh: DeviceMesh) ->
         spmd.unbind()
 
 
+class _Recording(torch.Tensor):
+    """A tensor subclass that records the name of every function torch hands it."""
+
+    seen: list[str] = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        cls.seen.append(getattr(func, "__name__", ""))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class _Reentrant(torch.Tensor):
+    """A tensor subclass whose handler calls ``all_reduce`` on itself again, without end (a bug in it)."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if getattr(func, "__name__", "") == "all_reduce":
+            return func(*args, **(kwargs or {}))
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+
+def tensor_subclasses_keep_torch_distributed(mesh: DeviceMesh) -> None:
+    """A tensor subclass is handed every collective, as in raw code, and its own errors reach the caller as they are.
+
+    Only a ``RuntimeError`` of the backend becomes the shim's ``ValueError``
+    about ranks that disagree: the subclass's endless recursion is none.
+    """
+    spmd.bind_mesh(mesh)
+    try:
+        x = _rank_tensor().repeat(2).as_subclass(_Recording)
+        spmd.all_reduce(x, tp, src=spmd.P, dst=R)
+        spmd.all_gather(x, tp, src=S(0), dst=R)
+        spmd.reduce_scatter(x, tp, src=spmd.P, dst=S(0))
+        spmd.all_to_all(x, tp, src=S(0), dst=S(0))
+        seen = set(_Recording.seen)
+        assert {"all_reduce", "all_gather_single", "reduce_scatter_single", "all_to_all_single"} <= seen, seen
+        try:
+            spmd.all_reduce_(_rank_tensor().as_subclass(_Reentrant), tp, src=spmd.P, dst=R)
+        except RecursionError:
+            pass
+        else:
+            raise AssertionError("the subclass's recursion did not reach the caller")
+    finally:
+        spmd.unbind()
+
+
 def coalescing_block_queues_typed_calls(mesh: DeviceMesh) -> None:
     """Inside torch's ``_coalescing_manager`` block a typed call is queued, as a raw one is, and issued at its end."""
     spmd.bind_mesh(mesh)
@@ -392,6 +439,7 @@ def _build_checks() -> dict[str, Check]:
         compiles_the_in_place_all_reduce,
         backward_leaves_a_shared_gradient_alone,
         complex_and_torch_function_calls_keep_torch_distributed,
+        tensor_subclasses_keep_torch_distributed,
         coalescing_block_queues_typed_calls,
         eager_calls_go_straight_to_the_group,
         exports_then_calls_eagerly_straight_to_the_group,

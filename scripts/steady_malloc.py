@@ -10,7 +10,7 @@ freed blocks are reused, as the CUDA caching allocator reuses GPU memory
 8.3-9.8 ms in five).  The threshold sits above the largest buffer the
 benchmarks make, the 64 MiB output of a 16 MiB all_gather over 4 ranks: at
 64 MiB that buffer was still mapped afresh on every call (16,385 page faults
-a call, 2.1-2.6 ms of the calling thread's CPU).
+a call, 2.1-2.8 ms of the calling thread's CPU).
 """
 
 from __future__ import annotations

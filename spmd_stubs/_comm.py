@@ -128,7 +128,7 @@ def never_registered(group: dist.ProcessGroup) -> bool:
 
 _dispatch_modes: Callable[[], int] = torch._C._len_torch_dispatch_stack
 _function_modes: Callable[[], int] = torch._C._len_torch_function_stack
-"""The C checks of :func:`straight_to_group` (the first of :func:`functional` too),
+"""The C checks of :func:`straight_to_group` (and the first, of :func:`functional`),
 bound here: each call would otherwise look them up through ``torch._C``."""
 
 _PLAIN_TENSORS = frozenset({torch.Tensor, torch.nn.Parameter})

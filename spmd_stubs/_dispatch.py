@@ -236,7 +236,7 @@ class _Bound:
             step = self.plan.step
             return self.plan.kernel(x, self.comm, step.src, step.dst)
         except (RecursionError, NotImplementedError):
-            raise  # RuntimeErrors of the program (a tensor subclass's handler), not of ranks that disagree
+            raise  # the program's (a tensor subclass's handler) or a missing kernel's, not ranks disagreeing
         except RuntimeError as error:
             # No check of its own (comparing shapes across ranks would cost a
             # collective per call): the backend's error, given the call's context.

@@ -189,6 +189,15 @@ def backward_leaves_a_shared_gradient_alone(mesh: DeviceMesh) -> None:
         spmd.unbind()
 
 
+_COLLECTIVES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "all_reduce": lambda x: spmd.all_reduce(x, tp, src=spmd.P, dst=R),
+    "all_reduce_": lambda x: spmd.all_reduce_(x.clone(), tp, src=spmd.P, dst=R),
+    "all_gather": lambda x: spmd.all_gather(x, tp, src=S(0), dst=R),
+    "reduce_scatter": lambda x: spmd.reduce_scatter(x, tp, src=spmd.P, dst=S(0)),
+    "all_to_all": lambda x: spmd.all_to_all(x, tp, src=S(0), dst=S(0)),
+}
+
+
 class _SeenCalls(TorchFunctionMode):
     """Records the name of every function torch hands it, then runs the function."""
 
@@ -218,10 +227,8 @@ def complex_and_torch_function_calls_keep_torch_distributed(mesh: DeviceMesh) ->
         torch.testing.assert_close(gathered, torch.tensor([complex(1, r) for r in tp_ranks]))
         with _SeenCalls() as mode:
             x = _rank_tensor().repeat(2)
-            spmd.all_reduce(x, tp, src=spmd.P, dst=R)
-            spmd.all_gather(x, tp, src=S(0), dst=R)
-            spmd.reduce_scatter(x, tp, src=spmd.P, dst=S(0))
-            spmd.all_to_all(x, tp, src=S(0), dst=S(0))
+            for collective in _COLLECTIVES.values():
+                collective(x)
         assert {"all_reduce", "all_gather_single", "reduce_scatter_single", "all_to_all_single"} <= set(mode.names)
     finally:
         spmd.unbind()
@@ -258,10 +265,8 @@ def tensor_subclasses_keep_torch_distributed(mesh: DeviceMesh) -> None:
     spmd.bind_mesh(mesh)
     try:
         x = _rank_tensor().repeat(2).as_subclass(_Recording)
-        spmd.all_reduce(x, tp, src=spmd.P, dst=R)
-        spmd.all_gather(x, tp, src=S(0), dst=R)
-        spmd.reduce_scatter(x, tp, src=spmd.P, dst=S(0))
-        spmd.all_to_all(x, tp, src=S(0), dst=S(0))
+        for collective in _COLLECTIVES.values():
+            collective(x)
         seen = set(_Recording.seen)
         assert {"all_reduce", "all_gather_single", "reduce_scatter_single", "all_to_all_single"} <= seen, seen
         try:
@@ -287,15 +292,6 @@ def coalescing_block_queues_typed_calls(mesh: DeviceMesh) -> None:
         torch.testing.assert_close(total, torch.tensor([float(sum(tp_ranks))]))
     finally:
         spmd.unbind()
-
-
-_COLLECTIVES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "all_reduce": lambda x: spmd.all_reduce(x, tp, src=spmd.P, dst=R),
-    "all_reduce_": lambda x: spmd.all_reduce_(x.clone(), tp, src=spmd.P, dst=R),
-    "all_gather": lambda x: spmd.all_gather(x, tp, src=S(0), dst=R),
-    "reduce_scatter": lambda x: spmd.reduce_scatter(x, tp, src=spmd.P, dst=S(0)),
-    "all_to_all": lambda x: spmd.all_to_all(x, tp, src=S(0), dst=S(0)),
-}
 
 
 def _kernel_calls(call: Callable[[], object]) -> list[str]:

@@ -1,7 +1,7 @@
 """Hooks for torch ops: Tensor methods and operators, torch.* and F.* functions, view properties.
 
-Each hook builds an :class:`~spmd_mypy.inference.OpCall` from mypy's call
-context and asks :mod:`spmd_mypy.inference` for the result.  In-place forms
+Each hook describes mypy's call context as an :class:`~spmd_mypy.inference.OpCall`
+and types it with :func:`~spmd_mypy.inference.op_result`.  In-place forms
 (``x.add_(y)``, ``x += y``, ``torch.add(a, b, out=x)``) keep the written
 tensor's type, and the out-of-place result must equal it (``spmd-inplace``).
 """
@@ -33,13 +33,13 @@ from spmd_mypy.config import Config
 from spmd_mypy.fixes import Operand
 from spmd_mypy.global_mode import refine
 from spmd_mypy.gradients import carries_no_gradient
-from spmd_mypy.inference import ABSENT, Actual, Everywhere, OpCall, _on_axis, choices, infer
+from spmd_mypy.inference import ABSENT, Actual, Everywhere, OpCall, choices, on_axis, op_result
 from spmd_mypy.representation import contains_tensor, has_spmd, members, result_type, spmd_members, tensor_instance
 from spmd_stubs import core
-from spmd_stubs.core import SpmdTypeError, TensorType
-from spmd_stubs.core.torch_ops import Op, lookup, out_of_place
+from spmd_stubs.core import SpmdTypeError
+from spmd_stubs.core.torch_ops import BINARY_OPERATORS, Op, lookup, out_of_place
 
-_REFLECTED = {f"__r{n}__": n for n in "add sub mul matmul truediv floordiv mod pow and or xor".split()}
+_REFLECTED = {f"__r{word}__": word for word in BINARY_OPERATORS}
 
 
 def is_reflected(name: str) -> bool:
@@ -78,14 +78,12 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
         if forward is not None and refiner is None and len(operands) == 2:
             # a.__rsub__(b) is b - a: judged as written, so messages list the operands in source order.
             judged_as, operands = forward, operands[::-1]
-        call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, judged_as.effect)
-        call.refine = refiner
-        results = infer(judged_as.rule, call)
-        if results is None:
-            return ctx.default_return_type
+        call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, judged_as, refiner)
         if inplace:
-            return _written(call, results, ctx.type, ctx.default_return_type)
-        return result_type(declared_result(ctx.default_return_type, [ctx.type]), results)
+            typed = op_result(call, ctx.default_return_type, written=ctx.type)
+        else:
+            typed = op_result(call, declared_result(ctx.default_return_type, [ctx.type]))
+        return ctx.default_return_type if typed is None else typed
 
     return hook
 
@@ -126,16 +124,15 @@ def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type
             flat = [t for types in ctx.arg_types for t in types]
             return _unmodelled(ctx.api, ctx.context, name, flat, ctx.default_return_type, config)
         actuals = _actuals(ctx.arg_types, ctx.args)
-        call = OpCall(display_name(name), actuals, ctx.context, ctx.api, config, record.effect)
-        call.refine = refine.op_refiner(ctx, record, call.name, method=False)
-        results = infer(record.rule, call)
-        if results is None:
-            return ctx.default_return_type
+        refiner = refine.op_refiner(ctx, record, display_name(name), method=False)
+        call = OpCall(display_name(name), actuals, ctx.context, ctx.api, config, record, refiner)
         out = _out_argument(ctx)
         if out is not None:
-            return _written(call, results, out, ctx.default_return_type)
-        flat = (t for types in ctx.arg_types for t in types)
-        return result_type(declared_result(ctx.default_return_type, flat), results)
+            typed = op_result(call, ctx.default_return_type, written=out)
+        else:
+            flat = (t for types in ctx.arg_types for t in types)
+            typed = op_result(call, declared_result(ctx.default_return_type, flat))
+        return ctx.default_return_type if typed is None else typed
 
     return hook
 
@@ -157,10 +154,10 @@ def attribute_hook(record: Op, name: str, config: Config) -> Callable[[Attribute
     """Hook for view properties such as ``w.T``: an op on the receiver."""
 
     def hook(ctx: AttributeContext) -> Type:
-        call = OpCall(name, [[Actual(None, ctx.type)]], ctx.context, ctx.api, config, record.effect)
-        call.refine = refine.attribute_refiner(ctx.api, ctx.context, record, name)
-        results = infer(record.rule, call)
-        return ctx.default_attr_type if results is None else result_type(ctx.default_attr_type, results)
+        refiner = refine.attribute_refiner(ctx.api, ctx.context, record, name)
+        call = OpCall(name, [[Actual(None, ctx.type)]], ctx.context, ctx.api, config, record, refiner)
+        typed = op_result(call, ctx.default_attr_type)
+        return ctx.default_attr_type if typed is None else typed
 
     return hook
 
@@ -188,20 +185,6 @@ def _out_argument(ctx: FunctionContext) -> Type | None:
         if name == "out" and types and has_spmd(types[0]):
             return types[0]
     return None
-
-
-def _written(call: OpCall, results: list[TensorType | None], target: Type, default: Type) -> Type:
-    """An in-place result: the target keeps its type, which the op's result must have."""
-    for written in spmd_members(target):
-        for result in results:
-            if written is None or result is None:
-                continue
-            for axis, axis_type in written.axes:
-                try:
-                    core.check_inplace(call.name, axis_type, result.get(axis), axis)
-                except SpmdTypeError as error:
-                    report.rule_error(call.api, call.context, error)
-    return result_type(default, list(spmd_members(target)))
 
 
 def setitem_hook(ctx: MethodContext) -> Type:
@@ -238,16 +221,16 @@ def _check_writes(ctx: MethodContext, index: Actual | None, value: Actual | None
     for target, i, y in itertools.product(targets, indices, values):
         for axis, axis_type in target.axes:
             try:
-                core.check_write(axis_type, _on_axis(y, axis), axis, _on_axis(i, axis), form)
+                core.check_write(axis_type, on_axis(y, axis), axis, on_axis(i, axis), form)
             except SpmdTypeError as error:
                 if free is None:
                     free = value is not None and (isinstance(y, Everywhere)
                                                   or carries_no_gradient(value.expr, ctx.context, ctx.api))
                 try:
-                    core.check_write_without_gradient(axis_type, _on_axis(y, axis), free, axis, _on_axis(i, axis), form)
+                    core.check_write_without_gradient(axis_type, on_axis(y, axis), free, axis, on_axis(i, axis), form)
                 except SpmdTypeError:
-                    written = [Operand(value.expr if value else None, _on_axis(y, axis)),
-                               Operand(index.expr if index else None, _on_axis(i, axis))]
+                    written = [Operand(value.expr if value else None, on_axis(y, axis)),
+                               Operand(index.expr if index else None, on_axis(i, axis))]
                     report.rule_error(ctx.api, ctx.context, error, written)
 
 

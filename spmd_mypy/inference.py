@@ -1,10 +1,13 @@
 """Applying the op table: the SPMD type of a torch op's result, per axis, over union members.
 
-An operand is a set of alternatives (a union after a branch join gives
-several); every combination is judged by :func:`spmd_stubs.core.evaluate`
-on every axis any operand mentions, and the result is the union of the
-combinations' results.  An operand that does not mention an axis is unknown
-there (gradual typing; reported as ``spmd-missing-axis`` in strict mode).
+Every hook of a modelled op (:mod:`spmd_mypy.calls`, :mod:`spmd_mypy.scalars`,
+:mod:`spmd_mypy.global_mode.refine`) describes the call as an :class:`OpCall`
+and types it with :func:`op_result`.  An operand is a set of alternatives (a
+union after a branch join gives several); every combination is judged by
+:func:`spmd_stubs.core.evaluate` on every axis any operand mentions, and the
+result is the union of the combinations' results.  An operand that does not
+mention an axis is unknown there (gradual typing; reported as
+``spmd-missing-axis`` in strict mode).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from spmd_mypy.config import Config
 from spmd_mypy.fixes import Operand
 from spmd_mypy.gradients import carries_no_gradient
 from spmd_mypy.ops import FUNCTION_MODULES
-from spmd_mypy.representation import members, spmd_members, spmd_of, tensor_instance
+from spmd_mypy.representation import members, result_type, spmd_members, spmd_of, tensor_instance
 from spmd_stubs import core
 from spmd_stubs.core import (
     SCALAR,
@@ -38,7 +41,7 @@ from spmd_stubs.core import (
     SpmdTypeError,
     TensorType,
 )
-from spmd_stubs.core.torch_ops import CONSTANT_FACTORIES, Rule, Variadic
+from spmd_stubs.core.torch_ops import CONSTANT_FACTORIES, Op, Variadic
 
 _MAX_COMBINATIONS = 64
 _NUMBERS = frozenset({"builtins.int", "builtins.float", "builtins.bool", "builtins.complex"})
@@ -67,20 +70,24 @@ class Actual:
     type: Type
 
 
+Refine = Callable[[Sequence[Choice], TensorType | None], TensorType | None]
+"""Global SPMD (:mod:`spmd_mypy.global_mode`): a combination's local result refined on the global axes."""
+
+
 @dataclass
 class OpCall:
-    """A call of a modelled op: its name, operands in table order, and where it is."""
+    """A call of a modelled op: its name, operands in its record's order, the record, and where it is."""
 
     name: str
+    """The op as messages name it (``sub`` for ``__rsub__``)."""
     operands: list[list[Actual]]
     """Per parameter (receiver first for methods), the actuals bound to it."""
     context: Context
     api: CheckerPluginInterface
     config: Config
-    effect: Effect = None
-    """What the op does to a pending max/min (its record's ``effect``: ``__rsub__`` is not ``sub``)."""
-    refine: Callable[[Sequence[Choice], TensorType | None], TensorType | None] | None = None
-    """Global SPMD (:mod:`spmd_mypy.global_mode`): the local result refined on the global axes."""
+    record: Op
+    """The record the call is judged by (``b - a`` by ``__sub__``'s even where mypy calls ``a.__rsub__(b)``)."""
+    refine: Refine | None = None
 
 
 def choices(actual: Actual) -> list[Choice]:
@@ -115,8 +122,9 @@ def _is_constant_factory(expr: Expression) -> bool:
     return name in CONSTANT_FACTORIES and f"{module}." in FUNCTION_MODULES
 
 
-def expand(rule: Rule, call: OpCall) -> tuple[Expr, list[Actual | None]]:
-    """The rule as an expression over a flat operand list, with the actual of each operand."""
+def expand(call: OpCall) -> tuple[Expr, list[Actual | None]]:
+    """The record's rule as an expression over a flat operand list, with the actual of each operand."""
+    rule = call.record.rule
     if isinstance(rule, Variadic):
         flat = [a for group in call.operands[rule.start :] for a in tensors_in(group, call.api)]
         flat = [a for a in flat if not all(isinstance(c, Scalar) for c in choices(a))]
@@ -169,7 +177,9 @@ def _referenced(expr: Expr) -> set[int]:
     return set().union(*(_referenced(sub) for sub in expr.operands))
 
 
-def _on_axis(choice: Choice, axis: str) -> AxisType | Scalar | None:
+def on_axis(choice: Choice, axis: str) -> AxisType | Scalar | None:
+    """One alternative as an operand on ``axis``: a tensor's type there, R for a constant, a scalar or
+    unknown as it is."""
     if isinstance(choice, TensorType):
         return choice.get(axis)
     if isinstance(choice, Everywhere):
@@ -182,10 +192,11 @@ Verdict = tuple[Union[TensorType, None], tuple[SpmdTypeError, ...]]
 
 
 @functools.lru_cache(maxsize=4096)
-def judge(expr: Expr, combination: tuple[Choice, ...], op: str, effect: Effect = None,
+def judge(expr: Expr, combination: tuple[Choice, ...], op: str, effect: Effect = None, adds_bias: bool = False,
           free: tuple[bool, ...] = ()) -> Verdict:
-    """The result type of one combination of operand types, axis by axis; ``free`` marks the
-    operands that carry no gradient (:func:`spmd_stubs.core.evaluate_without_gradients`).
+    """The result type of one combination of operand types, axis by axis; ``effect`` and
+    ``adds_bias`` are the op record's facts, and ``free`` marks the operands that carry no
+    gradient (:func:`spmd_stubs.core.evaluate_without_gradients`).
 
     An axis that breaks a rule is unknown in the result, so one mistake gives
     one error, not a cascade, and the other axes keep their types (the loss
@@ -197,9 +208,9 @@ def judge(expr: Expr, combination: tuple[Choice, ...], op: str, effect: Effect =
     result: dict[str, AxisType] = {}
     errors: list[SpmdTypeError] = []
     for axis in axes:
-        operands = [_on_axis(c, axis) for c in combination]
+        operands = [on_axis(c, axis) for c in combination]
         try:
-            value = core.evaluate_without_gradients(expr, operands, free, op, axis, effect)
+            value = core.evaluate_without_gradients(expr, operands, free, op, axis, effect, adds_bias)
         except SpmdTypeError as error:
             errors.append(error)
             continue
@@ -208,30 +219,62 @@ def judge(expr: Expr, combination: tuple[Choice, ...], op: str, effect: Effect =
     return (TensorType.of(result) if result else None), tuple(errors)
 
 
-def infer(rule: Rule, call: OpCall) -> list[TensorType | None] | None:
+def op_result(call: OpCall, declared: Type, written: Type | None = None) -> Type | None:
+    """The type of a modelled op's result, reporting the rules it breaks; None where no operand is typed.
+
+    The result is ``declared`` with the inferred SPMD types put into its
+    tensors.  An in-place call (``x.add_(y)``, ``x += y``, ``torch.add(a, b,
+    out=x)``) writes into a tensor of type ``written``, which keeps its type:
+    the op's out-of-place result must equal it (``spmd-inplace``).
+    """
+    results = infer(call)
+    if results is None:
+        return None
+    if written is None:
+        return result_type(declared, results)
+    _check_written(call, results, written)
+    return result_type(declared, spmd_members(written))
+
+
+def _check_written(call: OpCall, results: list[TensorType | None], written: Type) -> None:
+    """Each alternative of the written tensor against each of the op's results
+    (:func:`spmd_stubs.core.check_inplace`)."""
+    for target in spmd_members(written):
+        for result in results:
+            if target is None or result is None:
+                continue
+            for axis, axis_type in target.axes:
+                try:
+                    core.check_inplace(call.name, axis_type, result.get(axis), axis)
+                except SpmdTypeError as error:
+                    report.rule_error(call.api, call.context, error)
+
+
+def infer(call: OpCall) -> list[TensorType | None] | None:
     """The result's alternatives, reporting rule violations; None when nothing is typed.
 
     Operands that are the same value (``y * y``) take the same union member.
     """
-    expr, actuals = expand(rule, call)
+    expr, actuals = expand(call)
     operand_choices: list[list[Choice]] = [choices(a) if a is not None else [ABSENT] for a in actuals]
     if not any(isinstance(c, TensorType) for options in operand_choices for c in options):
         return None
     combinations = list(itertools.islice(_combinations(operand_choices, actuals), _MAX_COMBINATIONS + 1))
     if len(combinations) > _MAX_COMBINATIONS:
         return [None]
+    effect, adds_bias = call.record.effect, call.record.bias is not None
     results: list[TensorType | None] = []
     free: tuple[bool, ...] | None = None  # looked for once, and only when a rule breaks: it walks the function
     for combination in combinations:
         if call.config.strict:
             _report_missing_axes(expr, combination, call)
-        result, errors = judge(expr, combination, call.name, call.effect)
+        result, errors = judge(expr, combination, call.name, effect, adds_bias)
         if errors:
             free = _without_gradient(operand_choices, actuals, call) if free is None else free
             if any(free):
-                result, errors = judge(expr, combination, call.name, call.effect, free)
+                result, errors = judge(expr, combination, call.name, effect, adds_bias, free)
         for error in errors:
-            operands = [Operand(a.expr if a is not None else None, _on_axis(c, error.axis))
+            operands = [Operand(a.expr if a is not None else None, on_axis(c, error.axis))
                         for a, c in zip(actuals, combination)]
             report.rule_error(call.api, call.context, error, operands)
         if call.refine is not None and not errors:

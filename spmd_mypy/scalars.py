@@ -19,12 +19,13 @@ from mypy.types import FunctionLike
 
 from spmd_mypy.calls import display_name
 from spmd_mypy.config import Config
-from spmd_mypy.inference import Actual, OpCall, infer, type_of
+from spmd_mypy.inference import Actual, OpCall, op_result, type_of
 from spmd_mypy.representation import has_spmd, result_type
-from spmd_stubs.core.torch_ops import lookup
+from spmd_stubs.core.torch_ops import BINARY_OPERATORS, lookup
 
 NUMBERS = ("builtins.int.", "builtins.float.", "builtins.bool.")
-OPERATORS = frozenset(f"__{op}__" for op in "add sub mul truediv floordiv mod pow".split())
+OPERATORS = frozenset(f"__{word}__" for word in BINARY_OPERATORS if hasattr(0.0, f"__{word}__"))
+"""The operators every Python number has: a float has no ``&``, ``|``, ``^``, and no number has ``@``."""
 
 
 def operator_of(fullname: str) -> str | None:
@@ -48,8 +49,10 @@ def signature_hook(name: str, config: Config) -> Callable[[MethodSigContext], Fu
         if not has_spmd(tensor):
             return signature
         operands = [[Actual(ctx.context.left, ctx.type)], [Actual(tensor_expr, tensor)]]
-        call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, record.effect)
-        results = infer(record.rule, call)
-        return signature.copy_modified(arg_types=[tensor], ret_type=result_type(tensor, results or [None]))
+        call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, record)
+        typed = op_result(call, tensor)
+        # A tensor either way, never the number's own result type: unknown where nothing is typed.
+        ret_type = result_type(tensor, [None]) if typed is None else typed
+        return signature.copy_modified(arg_types=[tensor], ret_type=ret_type)
 
     return hook

@@ -39,6 +39,15 @@ def test_in_place_spellings_answer_to_the_out_of_place_record() -> None:
     assert lookup("T") is None and lookup("no_such_op") is None
 
 
+def test_the_bias_is_a_term_added_to_a_product() -> None:
+    """The rules' fixes for a row-parallel product and spmd.linear's check read an op's bias from its record."""
+    with_bias = {name: record for name, record in OPS.items() if record.bias is not None}
+    assert set(with_bias) == {"linear", "bilinear", "addmm", "addbmm", "baddbmm", "addmv"}
+    for record in with_bias.values():
+        assert isinstance(record.rule, Apply) and record.rule.linearity is ADDITIVE
+        assert Arg(record.bias) in record.rule.operands
+
+
 def test_selections_derive_from_the_operands_without_gradient() -> None:
     assert OPS["gather"].rule == Apply(SELECT, Arg(2), Arg(0))
     assert OPS["__getitem__"].rule == Apply(SELECT, Arg(1), Arg(0))

@@ -20,7 +20,7 @@ from spmd_mypy.config import Config
 from spmd_mypy.global_mode.arguments import CallArgs, behaviour_of, call_args
 from spmd_mypy.global_mode.boundaries import check_returned
 from spmd_mypy.global_mode.regions import current_axes, static_axes
-from spmd_mypy.inference import Actual, Choice, Everywhere, OpCall, infer
+from spmd_mypy.inference import Actual, Choice, Everywhere, OpCall, Refine, op_result
 from spmd_mypy.representation import result_type
 from spmd_stubs.core import (
     AxisType,
@@ -38,8 +38,6 @@ from spmd_stubs.core import (
 OPS_MODULE = "spmd_stubs.ops."
 SPMD_OPS = torch_ops.SPMD_OPS
 """The ``spmd.*`` ops of :data:`OPS_MODULE` this module hooks."""
-
-Refine = Callable[[Sequence[Choice], "TensorType | None"], "TensorType | None"]
 
 
 def _on_axis(choice: Choice, axis: str, axes: frozenset[str]) -> AxisType | Scalar | None:
@@ -76,9 +74,9 @@ def refiner(
             return None
         mapping = local.as_dict()
         operands = list(combination[1::-1]) + list(combination[2:]) if swap else list(combination)
-        if op == "linear" and len(operands) > 2:
+        if record.bias is not None:
             for axis in partial_axes:
-                _check_bias(_on_axis(operands[2], axis, axes), axis)
+                _check_bias(_on_axis(combination[record.bias], axis, axes), axis)
         for axis in sorted(axes):
             if axis not in mapping:
                 continue
@@ -102,7 +100,8 @@ def refiner(
 
 
 def _check_bias(bias: AxisType | Scalar | None, axis: str) -> None:
-    """``spmd.linear(x, w, b, out_partial_axes=tp)``: a whole bias would join the pending sum once per rank."""
+    """``spmd.linear(x, w, b, out_partial_axes=tp)`` (the one ``spmd.*`` op with a bias): a whole bias
+    would join the pending sum once per rank."""
     if isinstance(bias, AxisType) and bias.kind in (Kind.R, Kind.I):
         raise SpmdTypeError(
             Code.PARTIAL_AFFINE,
@@ -180,14 +179,14 @@ def spmd_op_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]
                     return ctx.default_return_type
                 partial_axes = named or ()
         operands = [actuals for arg_name, actuals in groups if arg_name != "out_partial_axes"]
-        call = OpCall(name, operands, ctx.context, ctx.api, config, record.effect)
-        call.refine = refiner(ctx.api, ctx.context, record, name, call_args(ctx, None), partial_axes)
-        results = infer(record.rule, call)
-        if results is None:
-            if not partial_axes:
-                return ctx.default_return_type
-            results = [_only_partial(partial_axes, record.partial or "sum")]
-        return result_type(ctx.default_return_type, results)
+        refinement = refiner(ctx.api, ctx.context, record, name, call_args(ctx, None), partial_axes)
+        call = OpCall(name, operands, ctx.context, ctx.api, config, record, refinement)
+        typed = op_result(call, ctx.default_return_type)
+        if typed is not None:
+            return typed
+        if not partial_axes:
+            return ctx.default_return_type
+        return result_type(ctx.default_return_type, [_only_partial(partial_axes, record.partial or "sum")])
 
     return hook
 

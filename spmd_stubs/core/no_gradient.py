@@ -41,7 +41,8 @@ def as_constant(operand: Operand) -> Operand:
 
 
 def evaluate_without_gradients(
-    expr: Expr, operands: Sequence[Operand], free: Sequence[bool], op: str, axis: str, effect: Effect = None
+    expr: Expr, operands: Sequence[Operand], free: Sequence[bool], op: str, axis: str, effect: Effect = None,
+    adds_bias: bool = False,
 ) -> AxisType | None:
     """:func:`~spmd_stubs.core.rules.evaluate`, where ``free[k]`` says operand k carries no gradient.
 
@@ -51,13 +52,13 @@ def evaluate_without_gradients(
     I if all were I, else R.
     """
     try:
-        return evaluate(expr, operands, op, axis, effect)
+        return evaluate(expr, operands, op, axis, effect, adds_bias)
     except SpmdTypeError as error:
         if not any(free):
             raise
         relaxed = [as_constant(o) if f else o for o, f in zip(operands, free)]
         try:
-            value = evaluate(expr, relaxed, op, axis, effect)
+            value = evaluate(expr, relaxed, op, axis, effect, adds_bias)
         except SpmdTypeError:
             raise error from None
         if value is not None:

@@ -80,10 +80,6 @@ def _shown(operands: Iterable[AxisType | Scalar], axis: str, sep: str) -> str:
     return sep.join(_show(o, axis) for o in operands)
 
 
-_WITH_BIAS = frozenset({"linear", "addmm", "addmv", "addbmm", "baddbmm", "bilinear"})
-"""Ops that add a bias to a product: where the product is a part of a sum, the bias goes after."""
-
-
 def _reduce_fix(axis: str, dst: str = "R", src: AxisType | None = None, tensor: str = "x") -> str:
     return f"all_reduce({tensor}, {axis}, src={src or Partial}, dst={dst})"
 
@@ -124,7 +120,7 @@ def _one_reduction(partial: Sequence[AxisType], operands: Sequence[AxisType | Sc
     return partial[0].local
 
 
-def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str, adds_bias: bool) -> AxisType:
     """Combine operands none of which is P: R/I/V and scalars."""
     tensors = [o for o in operands if isinstance(o, AxisType)]
     kinds = {t.kind for t in tensors}
@@ -134,7 +130,7 @@ def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str) ->
         fix = (f"Fix: {convert} (or, where the result must stay Invariant, make the {other.on(axis)} operand "
                f"I where it is made, e.g. dst=I on the collective that makes it)")
         rewrite = _convert_invariant(axis)
-        if other.kind is Kind.V and op in _WITH_BIAS:
+        if other.kind is Kind.V and adds_bias:
             fix, rewrite = (
                 f"Fix: if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
                 f"{op}, reduce the product (reinterpret(y, {axis}, src=V, dst=P), then all_reduce(y, {axis}, "
@@ -163,7 +159,7 @@ def _plain_combine(operands: Sequence[AxisType | Scalar], op: str, axis: str) ->
     return Replicate
 
 
-def _nonlinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+def _nonlinear(operands: Sequence[AxisType | Scalar], op: str, axis: str, adds_bias: bool) -> AxisType:
     partial = _partials(operands)
     if partial:
         raise SpmdTypeError(
@@ -174,13 +170,13 @@ def _nonlinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axi
             f"f(parts). Fix: {_reduce_fix(axis, src=partial[0])} (or dst=I) before {op}.",
             _reduce(partial[0], axis, _reduced_to(operands)),
         )
-    return _plain_combine(operands, op, axis)
+    return _plain_combine(operands, op, axis, adds_bias)
 
 
-def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str, adds_bias: bool) -> AxisType:
     partial = _partials(operands)
     if not partial:
-        return _plain_combine(operands, op, axis)
+        return _plain_combine(operands, op, axis, adds_bias)
     result = _one_reduction(partial, operands, op, axis)
     others = [o for o in operands if not (isinstance(o, AxisType) and o.kind is Kind.P)]
     if not others:
@@ -199,7 +195,7 @@ def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axis
         reduce = (f"{_reduce_fix(axis, src=result)} on the Partial operand first (or reduce_scatter(x, {axis}, "
                   f"src={result}, dst=V) where the Varying operand is this rank's shard of the sum)")
         fix, rewrite = f"Fix: {reduce}", _reduce(result, axis, "R")
-        if op in _WITH_BIAS:
+        if adds_bias:
             fix, rewrite = (
                 f"Fix: if the product is this rank's part of a sum (a row-parallel layer), leave the bias out of "
                 f"{op}, reinterpret(y, {axis}, src=V, dst={result}) on the product and add the bias to it "
@@ -226,10 +222,10 @@ def _additive(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> Axis
     )
 
 
-def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str, adds_bias: bool) -> AxisType:
     partial = _partials(operands)
     if not partial:
-        return _plain_combine(operands, op, axis)
+        return _plain_combine(operands, op, axis, adds_bias)
     shown = _shown(operands, axis, " * ")
     if len(partial) > 1:
         raise SpmdTypeError(
@@ -263,7 +259,7 @@ def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> A
     return partial[0].local
 
 
-def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisType:
+def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str, adds_bias: bool) -> AxisType:
     selector, data = operands
     if isinstance(selector, AxisType) and selector.kind is Kind.P:
         raise SpmdTypeError(
@@ -275,7 +271,7 @@ def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisTy
             _reduce(selector, axis, "R"),
         )
     if isinstance(selector, AxisType) and selector.kind is Kind.V:
-        return _multilinear([selector, data], op, axis)
+        return _multilinear([selector, data], op, axis, adds_bias)
     # A replicated selector is neutral: it gets no gradient, so R and I
     # selectors both keep the data's type (scalar data takes the selector's;
     # evaluate never passes two scalars).
@@ -285,7 +281,7 @@ def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str) -> AxisTy
     return data.local
 
 
-_RULES = {
+_RULES = {  # each: (the operands on one axis, the op's name, the axis, whether it adds a bias) -> the result
     Linearity.NONLINEAR: _nonlinear,
     # A unary linear op is a multilinear op with one factor.
     Linearity.LINEAR: _multilinear,
@@ -379,7 +375,7 @@ def _extremum(
 
 
 def evaluate(
-    expr: Expr, operands: Sequence[Operand], op: str, axis: str, effect: Effect = None
+    expr: Expr, operands: Sequence[Operand], op: str, axis: str, effect: Effect = None, adds_bias: bool = False
 ) -> AxisType | None:
     """The type on ``axis`` of ``expr`` applied to ``operands``.
 
@@ -388,7 +384,9 @@ def evaluate(
     gradual typing asks; when only unknowns and scalars remain, the result is
     unknown.  A result is never a shard: a local op on ``S(i)`` gives V.
     ``effect`` is the op's :class:`Monotone` behaviour, needed only when a
-    pending max/min meets the top-level expression.
+    pending max/min meets the top-level expression.  ``adds_bias``: the op
+    adds a bias to a product (its record's ``bias``), so a fix for a product
+    that is a rank's part of a sum says to add the bias after the reduction.
     Raises :class:`SpmdTypeError` naming ``op`` and ``axis``.
 
     >>> add = Apply(Linearity.ADDITIVE, Arg(0), Arg(1))
@@ -409,7 +407,7 @@ def evaluate(
     None
     """
     try:
-        return _evaluate(expr, operands, op, axis, effect)
+        return _evaluate(expr, operands, op, axis, effect, adds_bias)
     except SpmdTypeError as error:
         raise _landing_beside(error, operands) from None
 
@@ -429,7 +427,7 @@ def _landing_beside(error: SpmdTypeError, operands: Sequence[Operand]) -> SpmdTy
 
 
 def _evaluate(
-    expr: Expr, operands: Sequence[Operand], op: str, axis: str, effect: Effect = None
+    expr: Expr, operands: Sequence[Operand], op: str, axis: str, effect: Effect, adds_bias: bool
 ) -> AxisType | None:
     if isinstance(expr, Arg):
         operand = operands[expr.index] if expr.index < len(operands) else None
@@ -441,7 +439,8 @@ def _evaluate(
         ):
             known.append((position, SCALAR))
             continue
-        value = _evaluate(sub, operands, op, axis)
+        # ``effect`` is the whole op's: a pending max/min may meet only its top level.
+        value = _evaluate(sub, operands, op, axis, effect=None, adds_bias=adds_bias)
         if value is not None:
             known.append((position, value))
         elif expr.linearity is Linearity.SELECT:
@@ -451,6 +450,6 @@ def _evaluate(
         return None
     if any(isinstance(k, AxisType) and k.extremum for k in values):
         return _extremum(known, effect, op, axis)
-    return _RULES[expr.linearity](values, op, axis)
+    return _RULES[expr.linearity](values, op, axis, adds_bias)
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "SPMD_OPS",
     "GRADIENT_FREE_RESULTS",
     "CONSTANT_FACTORIES",
+    "BINARY_OPERATORS",
     "out_of_place",
     "lookup",
 ]
@@ -88,7 +89,11 @@ GRADIENT_FREE_RESULTS = frozenset(name for name, record in OPS.items() if not re
 """The spellings of the ops whose result never carries a gradient (indices, bools, integers, samples,
 a detached copy): docs/spec.md#operands-without-a-gradient."""
 
-_INPLACE_DUNDERS = {f"__i{name}__": f"__{name}__" for name in "add sub mul matmul truediv floordiv mod pow and or xor".split()}
+BINARY_OPERATORS = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor")
+"""Python's binary operators a tensor has, by the word of their methods: ``mul`` is ``a * b``
+(``__mul__``), ``b.__rmul__(a)`` where a's own does not take b, and ``a *= b`` (``__imul__``)."""
+
+_INPLACE_DUNDERS = {f"__i{word}__": f"__{word}__" for word in BINARY_OPERATORS}
 
 
 def out_of_place(name: str) -> tuple[str, bool]:

@@ -3,8 +3,8 @@
 An :class:`Op` gathers an op's spellings, its linearity rule
 (docs/spec.md#local-rules), its effect on a pending max/min
 (docs/spec.md#pending-reductions), its shape rule for shard propagation, its
-``spmd.*`` form (docs/spec.md#global-spmd) and which of its operands, and
-whether its result, carry a gradient
+``spmd.*`` form (docs/spec.md#global-spmd), which operand it adds as a
+bias, and which of its operands, and whether its result, carry a gradient
 (docs/spec.md#operands-without-a-gradient).  A shape rule names the
 parameters that give the op's dims (:class:`Param`); the plugin reads their
 values from each call and the rule builds the
@@ -112,6 +112,10 @@ class Op:
     ``out_partial_axes`` (None: the op cannot leave one)."""
     spmd: SpmdForm | None = None
     """The ``spmd.*`` op that does it with ``out_partial_axes``: what fixes for a sharded contraction name."""
+    bias: int | None = None
+    """The operand it adds to a product (``linear``'s ``bias``, ``addmm``'s ``input``): where the product is a
+    rank's part of a sum, the bias goes after the reduction (the fixes say so, and ``spmd.linear`` with
+    ``out_partial_axes`` refuses a bias on every rank)."""
     no_grad: tuple[int, ...] = ()
     """Operands that never carry a gradient (indices, masks, conditions): each selects from the rest
     (:attr:`~spmd_stubs.core.Linearity.SELECT`)."""

@@ -75,13 +75,14 @@ def ops(
     *,
     partial: str | None = None,
     spmd: SpmdForm | None = None,
+    bias: int | None = None,
     no_grad: tuple[int, ...] = (),
     result_has_gradient: bool = True,
     attribute: bool = False,
 ) -> list[Op]:
     """One record per word of ``words`` (see :class:`~spmd_stubs.core.torch_ops.record.Op` for the facts)."""
     return [
-        Op(tuple(word.split("/")), linearity, effect, shape, partial, spmd, no_grad=no_grad,
+        Op(tuple(word.split("/")), linearity, effect, shape, partial, spmd, bias=bias, no_grad=no_grad,
            result_has_gradient=result_has_gradient, attribute=attribute)
         for word in words.split()
     ]
@@ -188,9 +189,9 @@ RECORDS: tuple[Op, ...] = (
     *ops("inner kron tensordot cross", BINARY_MUL),
     *ops("einsum", Variadic(MULTILINEAR), shape=EINSUM, partial="sum", spmd=EINSUM_FORM),
     *ops("chain_matmul", Variadic(MULTILINEAR)),
-    *ops("linear", LINEAR_LAYER, shape=LINEAR, partial="sum", spmd=SPMD_LINEAR),
-    *ops("bilinear", Apply(ADDITIVE, Apply(MULTILINEAR, Arg(0), Arg(1), Arg(2)), Arg(3))),
-    *ops("addmm addbmm baddbmm addmv", ADD_PRODUCT),
+    *ops("linear", LINEAR_LAYER, shape=LINEAR, partial="sum", spmd=SPMD_LINEAR, bias=2),
+    *ops("bilinear", Apply(ADDITIVE, Apply(MULTILINEAR, Arg(0), Arg(1), Arg(2)), Arg(3)), bias=3),
+    *ops("addmm addbmm baddbmm addmv", ADD_PRODUCT, bias=0),
     *ops("layer_norm", Apply(ADDITIVE, Apply(MULTILINEAR, Apply(NONLINEAR, Arg(0)), Arg(2)), Arg(3)),
          shape=ALONG_TRAILING),
     *ops("rms_norm", Apply(MULTILINEAR, Apply(NONLINEAR, Arg(0)), Arg(2)), shape=ALONG_TRAILING),

@@ -39,6 +39,12 @@ def test_in_place_spellings_answer_to_the_out_of_place_record() -> None:
     assert lookup("T") is None and lookup("no_such_op") is None
 
 
+def test_ops_that_apply_a_python_function_stay_unmodelled() -> None:
+    """apply_, map_ and map2_ give whatever a Python function makes of each element, which no rule over the
+    operands' types can follow; the tests take map_ as the op nobody models (spmd-unmodelled)."""
+    assert [lookup(name) for name in ("apply_", "map_", "map2_")] == [None, None, None]
+
+
 def test_the_bias_is_a_term_added_to_a_product() -> None:
     """The rules' fixes for a row-parallel product and spmd.linear's check read an op's bias from its record."""
     with_bias = {name: record for name, record in OPS.items() if record.bias is not None}

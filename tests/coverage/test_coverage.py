@@ -13,7 +13,7 @@ leaky.plain               t + 1, t (plain torch.Tensor)                     0 of
 leaky.calls_helper        x (twice); helper(x), h, h + x, g are Any         2 of 2
 leaky.calls_plain         plain(x) unknown, x | p * x (R: the unknown p
                           takes no part), p unknown, x | q.relu(), q        5 of 7
-leaky.unmodelled          x.logaddexp(x) unknown, x, x | y + x (R), y
+leaky.unmodelled          x.map_(x, max) unknown, x, x | y + x (R), y
                           unknown, x | z, x (the tuple is no tensor) |
                           z.sum(), z                                        8 of 10
 
@@ -75,7 +75,7 @@ def test_figures_per_module_and_overall(coverage: Coverage) -> None:
 
 def test_places_in_order_of_typed_flow_cut_off(coverage: Coverage) -> None:
     """helper(x): itself, h, h + x and g are Any (4); plain(x): itself and p are unknown, p * x is R again (2);
-    x.logaddexp(x): itself and y (2; z = y + x is R), after plain(x) by position; a return cuts nothing here."""
+    x.map_(x, max): itself and y (2; z = y + x is R), after plain(x) by position; a return cuts nothing here."""
     assert [(p.line, p.column, p.function, p.code, p.kind, p.cut) for p in coverage.places] == [
         (18, 9, "calls_helper", "spmd-untyped-boundary", "unannotated parameter", 4),
         (24, 9, "calls_plain", "spmd-untyped-boundary", "parameter typed plain torch.Tensor", 2),

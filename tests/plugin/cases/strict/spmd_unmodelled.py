@@ -6,8 +6,9 @@ from spmd_stubs.axes import tp
 
 
 def wrong(x: Tensor[R@tp], t: torch.Tensor) -> None:
-    y = x.logaddexp(x)  # E: spmd-unmodelled logaddexp is not modelled by the SPMD checker
-    z = t.logaddexp(t)  # untyped operands: nothing to report
+    # map_ applies a Python function to each pair of elements, which no rule over the operands' types can follow.
+    y = x.map_(x, max)  # E: spmd-unmodelled map_ is not modelled by the SPMD checker
+    z = t.map_(t, max)  # untyped operands: nothing to report
     n = x.size(0) + x.numel() + x.dim()  # no tensor results: nothing to type
 
 

@@ -25,15 +25,15 @@ from mypy.plugin import AnalyzeTypeContext
 from mypy.types import AnyType, RawExpressionType, Type, TypeOfAny, UnboundType
 
 from spmd_mypy import errorcodes
-from spmd_mypy.representation import TENSOR, with_spmd
+from spmd_mypy.build_state import state_of
+from spmd_mypy.fullnames import MESH_AXIS, SHARD, SHARDED, TENSOR
+from spmd_mypy.representation import with_spmd
+from spmd_mypy.sources import SourceFiles, SourceUnreadable
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Code, Invariant, Partial, PartialOf, Replicate, Shard, TensorType, Varying
 from spmd_stubs.core.axis_types import DuplicateAxisError, tensor_type_from
 
-SPMD_TENSOR = "spmd_stubs.types.Tensor"
-MESH_AXIS = "spmd_stubs.types.MeshAxis"
-SHARD = "spmd_stubs.types.S"
-SHARDS = frozenset({SHARD, "spmd_stubs.types.Sharded"})
+SHARDS = frozenset({SHARD, SHARDED})
 """``S[0, tp]`` and ``Sharded[Literal[0], tp]``: one meaning, two spellings."""
 _LITERALS = frozenset({"typing.Literal", "typing_extensions.Literal"})
 KINDS: dict[str, AxisType] = {
@@ -139,38 +139,19 @@ def tensor_type_of(entries: list[tuple[str, AxisType]]) -> TensorType:
 # The headline form, read back from source
 # --------------------------------------------------------------------------
 
-_sources: dict[str, tuple[MypyFile, list[str]]] = {}
-
-
-def forget_source(module: MypyFile) -> None:
-    """``module`` was parsed anew: read its text again when a message quotes it.
-
-    mypy's daemon merges an edited module's new tree into the old tree
-    object, so the tree's identity does not say that the text changed.
-    """
-    _sources.pop(module.path, None)
-
-
-def _source_lines(module: MypyFile) -> list[str]:
-    """The lines of the file mypy parsed into ``module``, read once per parse (no stat per call)."""
-    cached = _sources.get(module.path)
-    if cached is None or cached[0] is not module:
-        with open(module.path, encoding="utf-8") as handle:
-            cached = (module, handle.read().splitlines())
-        _sources[module.path] = cached
-    return cached[1]
-
-
-def _entry_text(module: MypyFile, entry: Context) -> str:
+def _entry_text(sources: SourceFiles, module: MypyFile, entry: Context) -> str:
     """The source text of one ``TYPE@axis`` entry of ``Tensor[...]``.
 
     mypy's native parser gives its end; the old one (``--no-native-parser``)
     only its start, so the entry is read from there to the ``,`` or ``]``
     that closes it (brackets inside it, as in ``S(0)@(dp, tp)``, are skipped).
     """
-    if entry.end_line is not None and entry.end_column is not None or entry.line < 1 or entry.column < 0:
-        return source_text_of(module, entry)
-    text = "\n".join(_source_lines(module)[entry.line - 1 :])[entry.column :]
+    try:
+        if entry.end_line is not None and entry.end_column is not None or entry.line < 1 or entry.column < 0:
+            return sources.text_of(module, entry)
+        text = "\n".join(sources.lines(module)[entry.line - 1 :])[entry.column :]
+    except SourceUnreadable as error:
+        raise AnnotationError(f"cannot read this SPMD type back from source ({error}); {_CANONICAL_HINT}") from None
     depth = 0
     for position, char in enumerate(text):
         if char in "([{":
@@ -180,22 +161,6 @@ def _entry_text(module: MypyFile, entry: Context) -> str:
         elif char in ",]" and not depth:
             return text[:position]
     raise AnnotationError(f"cannot read this SPMD type back from source; {_CANONICAL_HINT}")
-
-
-def source_text_of(module: MypyFile, node: Context) -> str:
-    """The source text of ``module`` between ``node``'s start and end positions."""
-    end_line, end_column = node.end_line, node.end_column
-    if node.line < 1 or node.column < 0 or end_line is None or end_column is None:
-        raise AnnotationError(f"cannot read this SPMD type back from source; {_CANONICAL_HINT}")
-    try:
-        lines = _source_lines(module)[node.line - 1 : end_line]
-    except OSError as error:
-        raise AnnotationError(f"cannot read {module.path} to recover the SPMD type ({error}); {_CANONICAL_HINT}")
-    if not lines:
-        raise AnnotationError(f"cannot read this SPMD type back from source; {_CANONICAL_HINT}")
-    if len(lines) == 1:
-        return lines[0][node.column : end_column]
-    return "\n".join([lines[0][node.column :], *lines[1:-1], lines[-1][:end_column]])
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -329,13 +294,13 @@ def analyze_spmd_tensor(ctx: AnalyzeTypeContext) -> Type:
     except AnnotationError as error:
         ctx.api.fail(f"Bad SPMD annotation: {error}", ctx.context, code=errorcodes.BY_RULE[Code.ANNOTATION])
         return tensor
-    return with_spmd(tensor, tensor_type)
+    return with_spmd(ctx.api, tensor, tensor_type)
 
 
 def _entries(arg: Type, ctx: AnalyzeTypeContext) -> list[tuple[str, AxisType]]:
     lookup = _lookup(ctx)
     if isinstance(arg, RawExpressionType) and arg.literal_value is None:
-        return parse_at_form(_entry_text(_module(ctx), arg), lookup)
+        return parse_at_form(_entry_text(state_of(ctx.api).sources, _module(ctx), arg), lookup)
     if isinstance(arg, UnboundType):
         return parse_canonical(arg, lookup)
     raise AnnotationError(f"expected TYPE@axis such as R@tp, got {arg}")

@@ -26,7 +26,7 @@ from mypy.semanal_shared import PRIORITY_FALLBACKS
 from mypy.types import AnyType, CallableType, Instance, TupleType, Type, TypeType, get_proper_type
 
 from spmd_mypy import errorcodes, report
-from spmd_mypy.gradients import FUNCTION
+from spmd_mypy.fullnames import AUTOGRAD_FUNCTION
 from spmd_mypy.polymorphism import own_method
 from spmd_mypy.representation import members, spmd_members, spmd_of, tensor_instance, typed_tensors_in
 from spmd_stubs.core import TensorType, dual
@@ -43,7 +43,7 @@ def apply_attribute(ctx: AttributeContext) -> Type:
 
 def spmd_signature(function: TypeInfo, name: str) -> CallableType | None:
     """The Function's own ``forward`` or ``backward`` without ``ctx``, where it mentions an SPMD type."""
-    method = own_method(function, name, FUNCTION)
+    method = own_method(function, name, AUTOGRAD_FUNCTION)
     if not isinstance(method, CallableType) or not method.arg_types or not typed_tensors_in(method):
         return None
     return method.copy_modified(
@@ -60,7 +60,7 @@ def _function_class(receiver: Type) -> TypeInfo | None:
         info = proper.item.type
     else:
         return None
-    return info if info.has_base(FUNCTION) else None
+    return info if info.has_base(AUTOGRAD_FUNCTION) else None
 
 
 _METADATA, _SCHEDULED = "spmd_mypy", "backward_check"

@@ -75,8 +75,8 @@ def grad_attribute(ctx: AttributeContext) -> Type:
     if not any(d is not None for d in duals):
         return ctx.default_attr_type
     if ctx.is_lvalue:
-        return result_type(ctx.default_attr_type, [r for d in duals for r in (_reduced(d) if d is not None else [d])])
-    return result_type(ctx.default_attr_type, duals)
+        return result_type(ctx.api, ctx.default_attr_type, [r for d in duals for r in (_reduced(d) if d is not None else [d])])
+    return result_type(ctx.api, ctx.default_attr_type, duals)
 
 
 def _reduced(tensor_type: TensorType) -> list[TensorType]:

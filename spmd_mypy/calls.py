@@ -208,7 +208,7 @@ def copy_hook(ctx: MethodContext) -> Type:
     """``x.copy_(y)``: a write of all of x, checked as ``x[...] = y``; the result is x."""
     actuals = _actuals(ctx.arg_types, ctx.args)
     _check_writes(ctx, None, actuals[0][0] if actuals and actuals[0] else None, "x.copy_(y)")
-    return result_type(ctx.default_return_type, spmd_members(ctx.type) or [None])
+    return result_type(ctx.api, ctx.default_return_type, spmd_members(ctx.type) or [None])
 
 
 def _check_writes(ctx: MethodContext, index: Actual | None, value: Actual | None, form: str) -> None:

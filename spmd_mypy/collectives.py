@@ -42,6 +42,7 @@ from spmd_mypy.annotations import (
     shard_group,
     tensor_type_of,
 )
+from spmd_mypy.fullnames import ASSERT_TYPE, TO_LOCAL
 from spmd_mypy.global_mode import boundaries, regions
 from spmd_mypy.representation import (
     members,
@@ -58,13 +59,8 @@ from spmd_stubs.core import AxisType, Code, Partial, SpmdTypeError, TensorType, 
 if TYPE_CHECKING:
     from spmd_stubs.core.megatron_table import Helper
 
-COLLECTIVES_MODULE = "spmd_stubs.collectives."
-MEGATRON_MODULE = "spmd_stubs.megatron."
-DECLARING = {"spmd_stubs.types.assert_type": "assert_type", "spmd_stubs.dtensor.to_local": "to_local"}
+DECLARING = {ASSERT_TYPE: "assert_type", TO_LOCAL: "to_local"}
 """Calls whose result has the ``TYPE@axis`` arguments' type."""
-FROM_LOCAL = "spmd_stubs.dtensor.from_local"
-
-
 @dataclass(frozen=True)
 class Fixed:
     """A Megatron helper: one typed operation with its axis and src/dst fixed."""
@@ -199,7 +195,7 @@ def _typed(ctx: FunctionContext, request: Request | None) -> Type:
         return ctx.default_return_type
     results = apply(request, lambda error: report.rule_error(ctx.api, ctx.context, error), regions.current_axes(ctx.api))
     boundaries.check_returned(ctx.api, ctx.context, results)
-    return result_type(ctx.default_return_type, results)
+    return result_type(ctx.api, ctx.default_return_type, results)
 
 
 def _annotation_error(ctx: FunctionContext, error: AnnotationError) -> Type:
@@ -296,7 +292,7 @@ def megatron_signature(ctx: FunctionSigContext) -> FunctionLike:
     """The helper's input is judged by :func:`megatron_hook`, not by its annotation."""
     signature = ctx.default_signature
     assert isinstance(signature, CallableType)
-    arg_types = [retype(t, None) if name == "input_" else t for name, t in zip(signature.arg_names, signature.arg_types)]
+    arg_types = [retype(ctx.api, t, None) if name == "input_" else t for name, t in zip(signature.arg_names, signature.arg_types)]
     return signature.copy_modified(arg_types=arg_types)
 
 
@@ -352,7 +348,7 @@ def declaring_hook(taker: str) -> Callable[[FunctionContext], Type]:
         if declared is None:
             return ctx.default_return_type
         result = _a_tensor_for_any(ctx)
-        return result_type(result, _declare(ctx, declared, result))
+        return result_type(ctx.api, result, _declare(ctx, declared, result))
 
     return hook
 
@@ -425,7 +421,7 @@ def redistribute_specs(ctx: FunctionContext) -> Type:
 
     results = updated_members(tensor, update)
     boundaries.check_returned(ctx.api, ctx.context, results)
-    return result_type(ctx.default_return_type, results)
+    return result_type(ctx.api, ctx.default_return_type, results)
 
 
 def _spec(expr: Expression, role: str) -> TensorType | None:

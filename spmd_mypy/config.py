@@ -26,6 +26,10 @@ Keys:
     = true }``): a run checks one (``$SPMD_MYPY_CONFIGURATION``, else the
     first), ``spmd-check`` every one (:mod:`spmd_mypy.configurations`).
 
+Each flag can also be set in the environment, which wins over the file
+(``SPMD_MYPY_STRICT=true``): mypy hands its environment to every worker
+process it starts, so a tool's override reaches them all.
+
 This module imports nothing from mypy: ``spmd-migrate`` reads the same settings.
 """
 
@@ -95,23 +99,35 @@ class Config:
                 "configuration": None if active is None else {"name": active.name, "flags": dict(active.flags)}}
 
 
-_OVERRIDES: dict[str, bool] = {}
+def environment_variable(flag: str) -> str:
+    """``strict`` -> ``SPMD_MYPY_STRICT``: the variable that sets a flag whatever the config file says."""
+    return f"{SECTION.upper()}_{flag.upper()}"
 
 
 @contextmanager
 def overriding(**flags: bool) -> Iterator[None]:
     """Within the block, these flags as given whatever the config file says (a tool's in-process run:
-    the coverage report checks in ``strict`` mode).  They are part of the settings mypy's cache keys on."""
+    the coverage report checks in ``strict`` mode).  They are set in the environment, which mypy hands
+    every worker process it starts, and are part of the settings mypy's cache keys on."""
     unknown = set(flags) - set(_FLAGS)
     if unknown:
         raise ValueError(f"not a flag of [{SECTION}]: {', '.join(sorted(unknown))}")
-    saved = dict(_OVERRIDES)
-    _OVERRIDES.update(flags)
+    saved = {flag: os.environ.get(environment_variable(flag)) for flag in flags}
+    os.environ.update({environment_variable(flag): str(value).lower() for flag, value in flags.items()})
     try:
         yield
     finally:
-        _OVERRIDES.clear()
-        _OVERRIDES.update(saved)
+        for flag, value in saved.items():
+            if value is None:
+                os.environ.pop(environment_variable(flag), None)
+            else:
+                os.environ[environment_variable(flag)] = value
+
+
+def _from_environment() -> dict[str, bool]:
+    """The flags set in the environment (:func:`environment_variable`)."""
+    found = {flag: os.environ.get(environment_variable(flag)) for flag in _FLAGS}
+    return {flag: _flag(f"${environment_variable(flag)}", value) for flag, value in found.items() if value is not None}
 
 
 def load(config_file: str | None) -> Config:
@@ -139,7 +155,7 @@ def _load(config_file: str | None) -> Config:
         configuration = declared.selected(configurations)
     except declared.DeclarationError as error:
         raise ConfigError(f"[{SECTION}] {error}") from None
-    return Config(**{**flags, **_OVERRIDES}, groups=parse_groups(section.get("groups", {})),
+    return Config(**{**flags, **_from_environment()}, groups=parse_groups(section.get("groups", {})),
                   configurations=configurations, configuration=configuration)
 
 
@@ -216,7 +232,8 @@ def _flag(key: str, value: object) -> bool:
     text = str(value).strip().lower()
     if text in _TRUE or text in _FALSE:
         return text in _TRUE
-    raise ConfigError(f"[{SECTION}] {key} must be true or false, got {value!r}")
+    name = key if key.startswith("$") else f"[{SECTION}] {key}"
+    raise ConfigError(f"{name} must be true or false, got {value!r}")
 
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")

@@ -29,8 +29,6 @@ from spmd_mypy.groups import axis_of_group
 from spmd_mypy.representation import result_type, spmd_members, union_of, unknown_tensor
 from spmd_stubs.core import AxisType, Partial, Replicate, Shard, SpmdTypeError, Varying
 
-MODULE = "torch.distributed.nn.functional."
-
 
 @dataclass(frozen=True)
 class Differentiable:
@@ -90,7 +88,7 @@ def differentiable_hook(name: str, declared: GroupDeclarations) -> Callable[[Fun
         request = Request(collective.op, tensor, (axis,), collective.src, collective.dst, False)
         results = apply(request, _reporter(ctx, name, collective), regions.current_axes(ctx.api))
         shape: Type = ctx.api.named_generic_type("builtins.tuple", [result]) if collective.returns_per_rank else result
-        return result_type(shape, results)
+        return result_type(ctx.api, shape, results)
 
     return hook
 

@@ -20,8 +20,9 @@ from typing import Sequence
 from mypy.nodes import CallExpr, Context, Expression, MypyFile
 from mypy.plugin import CheckerPluginInterface
 
-from spmd_mypy.annotations import AnnotationError, source_text_of
+from spmd_mypy.build_state import state_of
 from spmd_mypy.representation import spmd_members
+from spmd_mypy.sources import SourceUnreadable
 from spmd_stubs.core import CASTS, COLLECTIVES, AxisType, Fix, Scalar, SpmdTypeError, Target
 
 PREFIX = "Fix as an edit: "
@@ -55,8 +56,8 @@ def note(api: CheckerPluginInterface, node: Context, error: SpmdTypeError, opera
         return SEVERAL
     tree: MypyFile = api.tree  # type: ignore[attr-defined]
     try:
-        source = source_text_of(tree, tensor)
-    except AnnotationError:
+        source = state_of(api).sources.text_of(tree, tensor)
+    except SourceUnreadable:
         return NO_EDIT
     template, imports = _qualified(fix.template, tree)
     replacement = replace(fix, template=template).applied_to(source)

@@ -37,8 +37,9 @@ from mypy.types import CallableType, TupleType, Type, get_proper_type
 from spmd_mypy import untyped_boundaries
 from spmd_mypy.collectives import Request, apply, arguments, int_value, sums
 from spmd_mypy.config import GroupDeclarations
+from spmd_mypy.fullnames import AUTOGRAD_FUNCTION, RAW_COLLECTIVE_MODULES
 from spmd_mypy.global_mode import regions
-from spmd_mypy.gradients import BODIES, FUNCTION, current_function, implementation
+from spmd_mypy.gradients import BODIES, current_function, implementation
 from spmd_mypy.groups import axis_of_group
 from spmd_mypy.representation import members, result_type, spmd_members, spmd_of, typed_tensors_in, union_of
 from spmd_mypy.wrappers import wrapped_value
@@ -63,7 +64,7 @@ class BodyCollective:
     """The parameter giving the shard dim of ``src`` or ``dst`` (the functional forms), else dim 0."""
 
 
-_C10D, _FUNCTIONAL = "torch.distributed.distributed_c10d.", "torch.distributed._functional_collectives."
+_C10D, _FUNCTIONAL = RAW_COLLECTIVE_MODULES
 _GATHER_INTO = BodyCollective("all_gather", "input_tensor", "output_tensor", Shard(0), Replicate)
 _REDUCE_SCATTER_INTO = BodyCollective("reduce_scatter", "input", "output", Partial, Shard(0))
 BODY_COLLECTIVES: dict[str, BodyCollective] = {
@@ -112,11 +113,11 @@ def collective_result(ctx: FunctionContext, fullname: str, declared: GroupDeclar
     if misfits:
         return ctx.default_return_type
     if collective.writes is None:
-        return result_type(ctx.default_return_type, results)
+        return result_type(ctx.api, ctx.default_return_type, results)
     buffer, buffer_type = args.get(collective.writes, (None, None))
     if isinstance(buffer, NameExpr) and buffer_type is not None:
         checker: TypeChecker = ctx.api  # type: ignore[assignment]
-        checker.binder.put(buffer, result_type(buffer_type, results))
+        checker.binder.put(buffer, result_type(ctx.api, buffer_type, results))
     return ctx.default_return_type
 
 
@@ -151,7 +152,7 @@ def wraps_returns(function: FuncDef) -> bool:
     """Whether ``function`` is a Function's ``forward``/``backward`` whose declared result has SPMD types:
     its returned values are judged by :func:`returned_hook` (:mod:`spmd_mypy.wrappers`)."""
     owner = function.info
-    return (function.name in BODIES and owner is not None and owner is not FUNC_NO_INFO and owner.has_base(FUNCTION)
+    return (function.name in BODIES and owner is not None and owner is not FUNC_NO_INFO and owner.has_base(AUTOGRAD_FUNCTION)
             and isinstance(function.type, CallableType) and bool(typed_tensors_in(function.type.ret_type)))
 
 

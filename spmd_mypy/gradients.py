@@ -55,6 +55,7 @@ from mypy.nodes import (
 )
 from mypy.plugin import CheckerPluginInterface
 
+from spmd_mypy.fullnames import AUTOGRAD_FUNCTION
 from spmd_mypy.representation import contains_tensor
 from spmd_mypy.statements import statements_in
 from spmd_stubs.core.torch_ops import GRADIENT_FREE_RESULTS, out_of_place
@@ -65,7 +66,6 @@ NO_GRADIENT_DTYPES = frozenset(
 NO_GRADIENT_CONTEXTS = frozenset({"no_grad", "inference_mode"})
 _TORCH = frozenset({"torch", "torch.nn.functional", "torch.linalg", "torch.special"})
 _BITWISE = frozenset({"&", "|", "^"})
-FUNCTION = "torch.autograd.function.Function"
 BODIES = ("forward", "backward")
 """The methods of a ``torch.autograd.Function`` torch runs with gradients off."""
 
@@ -152,7 +152,7 @@ def implementation(api: CheckerPluginInterface) -> FuncItem | None:
     if method is None or method.name not in BODIES:
         return None
     owner = api.scope.enclosing_class(method)  # type: ignore[attr-defined]
-    return method if owner is not None and owner.has_base(FUNCTION) else None
+    return method if owner is not None and owner.has_base(AUTOGRAD_FUNCTION) else None
 
 
 def current_function(api: CheckerPluginInterface) -> FuncItem | None:

@@ -25,8 +25,8 @@ from mypy.types import Instance, NoneType, TupleType, Type, get_proper_type
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
 from spmd_mypy.fixes import Operand
+from spmd_mypy.fullnames import FUNCTION_MODULES
 from spmd_mypy.gradients import carries_no_gradient
-from spmd_mypy.ops import FUNCTION_MODULES
 from spmd_mypy.representation import members, result_type, spmd_members, spmd_of, tensor_instance
 from spmd_stubs import core
 from spmd_stubs.core import (
@@ -231,9 +231,9 @@ def op_result(call: OpCall, declared: Type, written: Type | None = None) -> Type
     if results is None:
         return None
     if written is None:
-        return result_type(declared, results)
+        return result_type(call.api, declared, results)
     _check_written(call, results, written)
-    return result_type(declared, spmd_members(written))
+    return result_type(call.api, declared, spmd_members(written))
 
 
 def _check_written(call: OpCall, results: list[TensorType | None], written: Type) -> None:

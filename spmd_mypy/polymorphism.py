@@ -20,17 +20,16 @@ from __future__ import annotations
 from typing import Callable
 
 from mypy.nodes import Decorator, FuncDef, TypeInfo
-from mypy.plugin import FunctionSigContext, MethodContext, MethodSigContext
+from mypy.plugin import CheckerPluginInterface, FunctionSigContext, MethodContext, MethodSigContext
 from mypy.typeops import bind_self
 from mypy.types import CallableType, FunctionLike, Instance, Type, get_proper_type
 
 from spmd_mypy import report, untyped_boundaries
+from spmd_mypy.fullnames import MODULE
 from spmd_mypy.inference import type_of
 from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, typed_tensors_in, union_of, with_spmd
 from spmd_stubs import core
 from spmd_stubs.core import Apply, Arg, AxisType, Linearity, SpmdTypeError, TensorType
-
-MODULE = "torch.nn.modules.module.Module"
 
 
 def instantiate(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
@@ -55,13 +54,13 @@ def instantiate(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
         widened = [_widen(declared, actual, extras) for actual in actuals]
         proper = get_proper_type(formal)
         assert isinstance(proper, Instance)
-        arg_types.append(union_of(with_spmd(proper, w) for w in dict.fromkeys(widened)))
+        arg_types.append(union_of(with_spmd(ctx.api, proper, w) for w in dict.fromkeys(widened)))
     if not extras:
         return signature
     passed = _pass_through(extras, ctx, signature.name or "the call")
     if not passed:
         return signature.copy_modified(arg_types=arg_types)
-    return signature.copy_modified(arg_types=arg_types, ret_type=signature.ret_type.accept(_AddAxes(passed)))
+    return signature.copy_modified(arg_types=arg_types, ret_type=signature.ret_type.accept(_AddAxes(ctx.api, passed)))
 
 
 def _extra_axes(declared: TensorType, actual: TensorType | None) -> bool:
@@ -103,15 +102,15 @@ def _pass_through(
 class _AddAxes(TensorTranslator):
     """Adds the passed-through axes to every typed tensor that does not mention them."""
 
-    def __init__(self, passed: dict[str, AxisType]) -> None:
+    def __init__(self, api: CheckerPluginInterface, passed: dict[str, AxisType]) -> None:
         super().__init__()
-        self.passed = passed
+        self.api, self.passed = api, passed
 
     def tensor(self, t: Instance) -> Type:
         declared = spmd_of(t)
         if declared is None:
             return t
-        return with_spmd(t, TensorType.of({**self.passed, **declared.as_dict()}))
+        return with_spmd(self.api, t, TensorType.of({**self.passed, **declared.as_dict()}))
 
 
 def module_call_hook(strict: bool) -> Callable[[MethodContext], Type]:

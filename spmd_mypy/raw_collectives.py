@@ -46,9 +46,6 @@ UNTYPED: dict[str, str] = {
     "gather": "redistribute",
 }
 """Raw torch.distributed collectives -> the typed operation to use instead."""
-UNTYPED_MODULES = ("torch.distributed.distributed_c10d.", "torch.distributed._functional_collectives.")
-
-
 _INPUT_NAMES = ("input_tensor", "input", "tensor", "input_list")
 """The parameter a raw collective reads (its output buffer, where it has one, comes first)."""
 

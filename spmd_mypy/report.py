@@ -9,8 +9,9 @@ from mypy.nodes import Context
 from mypy.plugin import CheckerPluginInterface
 
 from spmd_mypy import errorcodes, fixes
-from spmd_mypy.annotations import AnnotationError, source_text_of
+from spmd_mypy.build_state import state_of
 from spmd_mypy.fixes import Operand
+from spmd_mypy.sources import SourceUnreadable
 from spmd_stubs.core import Code, SpmdTypeError
 from spmd_stubs.core.errors import plainly_a_choice
 
@@ -20,8 +21,8 @@ _MAX_SNIPPET = 60
 def snippet(api: CheckerPluginInterface, node: Context) -> str | None:
     """The source text of ``node`` (shortened), None where it cannot be read."""
     try:
-        text = " ".join(source_text_of(api.tree, node).split())  # type: ignore[attr-defined]
-    except (AnnotationError, AttributeError):
+        text = " ".join(state_of(api).sources.text_of(api.tree, node).split())  # type: ignore[attr-defined]
+    except (SourceUnreadable, AttributeError):
         return None
     text = balanced(text)
     return text if len(text) <= _MAX_SNIPPET else text[: _MAX_SNIPPET - 3] + "..."
@@ -55,18 +56,9 @@ def fail(api: CheckerPluginInterface, node: Context, message: str, code: ErrorCo
     if error is None and code is not errorcodes.BY_RULE[Code.ANNOTATION]:
         message = plainly_a_choice(message)
     api.fail(f"{where(api, node)}{message}", node, code=code)
-    if _Settings.show_fixes:
+    if state_of(api).settings.show_fixes:
         note = fixes.note(api, node, error, operands) if error is not None else fixes.NO_EDIT
         api.msg.note(note, node, code=code)
-
-
-class _Settings:
-    show_fixes = False
-    """``[spmd_mypy] show_fixes``: one process checks with one config (the daemon restarts on a change)."""
-
-
-def show_fixes(flag: bool) -> None:
-    _Settings.show_fixes = flag
 
 
 def rule_error(api: CheckerPluginInterface, node: Context, error: SpmdTypeError, operands: Sequence[Operand] = ()) -> None:

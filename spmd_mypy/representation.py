@@ -57,9 +57,10 @@ from mypy.types import (
     get_proper_type,
 )
 
+from spmd_mypy.build_state import state_of
+from spmd_mypy.fullnames import TENSOR
 from spmd_stubs.core import AxisType, TensorType
 
-TENSOR = "torch._tensor.Tensor"
 NAMESPACE = "spmd_mypy"
 _PARAMETER = "_SpmdType"
 _OTHER_AXES = "axes"
@@ -88,24 +89,20 @@ def add_hidden_parameter(ctx: ClassDefContext) -> None:
     info.add_type_vars()
 
 
-def use_modules(modules: dict[str, MypyFile]) -> None:
-    """Where the values' bounds find ``builtins.function`` (the plugin passes mypy's modules)."""
-    _values.modules = modules
-
-
-class _Values:
+class InternedValues:
     """The hidden argument of each known SPMD type, built once and shared by every type that carries it.
 
     Sharing one object per SPMD type (interning) saves building a value and
     its bound for every annotation and op result, and lets mypy compare two
     equal tensor types by identity (a tuple of arguments compares its items
     with ``is`` first) instead of comparing the bounds.  The values belong to
-    one build: they are built again when ``builtins`` is analysed afresh
-    (another build in the same process).
+    one build (:class:`spmd_mypy.build_state.BuildState`); within it they are
+    built again when ``builtins`` is analysed afresh.
     """
 
     def __init__(self) -> None:
         self.modules: dict[str, MypyFile] = {}
+        """Where the values' bounds find ``builtins.function`` (the plugin passes mypy's modules)."""
         self.top: TypeInfo | None = None
         self.no_axis: CallableType | None = None
         self.by_type: dict[TensorType, TypeVarType] = {}
@@ -132,9 +129,6 @@ class _Values:
         return TypeVarType(name, f"{NAMESPACE}.{name}", _VALUE_ID, [], bound, _UNKNOWN)
 
 
-_values = _Values()
-
-
 def unknown_tensor(api: CheckerPluginInterface) -> Instance | None:
     """A plain ``torch.Tensor`` (unknown SPMD type); None where the program never imports torch."""
     module, _, name = TENSOR.rpartition(".")
@@ -150,16 +144,16 @@ def local_form(tensor_type: TensorType) -> TensorType:
     return TensorType(tuple((axis, t.local) for axis, t in tensor_type.axes))
 
 
-def with_spmd(tensor: Instance, tensor_type: TensorType | None) -> Instance:
+def with_spmd(api: object, tensor: Instance, tensor_type: TensorType | None) -> Instance:
     """``tensor`` (a ``torch.Tensor`` instance) carrying ``tensor_type`` (None: unknown).
 
-    The argument is the SPMD type's shared value (:class:`_Values`), whose
+    The argument is the SPMD type's shared value (:class:`InternedValues`), whose
     bound is that of a type that mentions no axis, ``def (**axes: Any) ->
     object``, extended by one keyword per axis.
     """
     if tensor_type is None or not tensor_type.axes:
         return tensor.copy_modified(args=[_UNKNOWN])
-    return tensor.copy_modified(args=[_values.value(tensor, tensor_type)])
+    return tensor.copy_modified(args=[state_of(api).values.value(tensor, tensor_type)])
 
 
 def _bound(no_axis: CallableType, local: TensorType) -> CallableType:
@@ -256,19 +250,19 @@ class TensorTranslator(TypeTranslator):
 
 
 class _Retype(TensorTranslator):
-    def __init__(self, tensor_type: TensorType | None) -> None:
+    def __init__(self, api: object, tensor_type: TensorType | None) -> None:
         super().__init__()
-        self.tensor_type = tensor_type
+        self.api, self.tensor_type = api, tensor_type
 
     def tensor(self, t: Instance) -> Type:
-        return with_spmd(t, self.tensor_type)
+        return with_spmd(self.api, t, self.tensor_type)
 
 
-def retype(typ: Type, tensor_type: TensorType | None) -> Type:
+def retype(api: object, typ: Type, tensor_type: TensorType | None) -> Type:
     """``typ`` with every ``torch.Tensor`` in it (tuples, lists, Optional) given ``tensor_type``."""
     if isinstance(typ, Instance) and is_tensor(typ.type):
-        return with_spmd(typ, tensor_type)  # most op results: no translator to build
-    return typ.accept(_Retype(tensor_type))
+        return with_spmd(api, typ, tensor_type)  # most op results: no translator to build
+    return typ.accept(_Retype(api, tensor_type))
 
 
 def union_of(types: Iterable[Type]) -> Type:
@@ -278,9 +272,9 @@ def union_of(types: Iterable[Type]) -> Type:
     return make_simplified_union(items)
 
 
-def result_type(default: Type, results: Iterable[TensorType | None]) -> Type:
+def result_type(api: object, default: Type, results: Iterable[TensorType | None]) -> Type:
     """The declared result type with the inferred SPMD types put into its tensors (a union for several)."""
-    return union_of(retype(default, tensor_type) for tensor_type in dict.fromkeys(results))
+    return union_of(retype(api, default, tensor_type) for tensor_type in dict.fromkeys(results))
 
 
 def updated_members(typ: Type, update: Callable[[dict[str, AxisType]], None]) -> list[TensorType | None]:

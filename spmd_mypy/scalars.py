@@ -52,7 +52,7 @@ def signature_hook(name: str, config: Config) -> Callable[[MethodSigContext], Fu
         call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, record)
         typed = op_result(call, tensor)
         # A tensor either way, never the number's own result type: unknown where nothing is typed.
-        ret_type = result_type(tensor, [None]) if typed is None else typed
+        ret_type = result_type(ctx.api, tensor, [None]) if typed is None else typed
         return signature.copy_modified(arg_types=[tensor], ret_type=ret_type)
 
     return hook

@@ -95,6 +95,7 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
     fscache = FileSystemCache()
     sources, options = process_options([*arguments, *map(str, paths)], fscache=fscache)
     options.export_types = True
+    options.num_workers = 0  # mypy's parallel workers keep their type maps: the tools read this process's
     modules = {source.module for source in sources}
     _keep_trees(options, modules)
     with tempfile.TemporaryDirectory(prefix="spmd-typed-run-") as scratch:

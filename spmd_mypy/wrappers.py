@@ -56,11 +56,9 @@ from mypy.server.subexpr import get_subexpressions
 from mypy.traverser import all_return_statements
 from mypy.types import AnyType, CallableType, Type, TypeOfAny, get_proper_type
 
+from spmd_mypy.build_state import state_of
+from spmd_mypy.fullnames import ASSIGNED, CALLED_VALUE, RETURNED
 from spmd_mypy.statements import nested_blocks, statements_in
-
-RETURNED = "spmd_mypy.wrappers.returned"
-CALLED_VALUE = "spmd_mypy.wrappers.called_value"
-ASSIGNED = "spmd_mypy.wrappers.assigned"
 
 
 @dataclass(frozen=True)
@@ -116,23 +114,19 @@ def calls_a_value(callee: Expression, owner: TypeInfo | None) -> bool:
     return False
 
 
-_SCHEDULED: set[int] = set()
-"""The modules (by id of their tree) whose wrapping is scheduled for the end of this analysis."""
-
-
 def schedule(analyzer: SemanticAnalyzer, wrapping: Wrapping) -> None:
     """Wrap the current module's expressions (module docstring) once its semantic analysis is done.
 
     Asked once per analysis of the module: the daemon analyses a module again
     after an edit, and schedules it again.
     """
-    tree = analyzer.cur_mod_node
-    if id(tree) in _SCHEDULED:
+    tree, scheduled = analyzer.cur_mod_node, state_of(analyzer).scheduled
+    if id(tree) in scheduled:
         return
-    _SCHEDULED.add(id(tree))
+    scheduled.add(id(tree))
 
     def patch() -> None:
-        _SCHEDULED.discard(id(tree))
+        scheduled.discard(id(tree))
         _wrap(tree, analyzer, wrapping)
 
     analyzer.schedule_patch(PRIORITY_FALLBACKS, patch)

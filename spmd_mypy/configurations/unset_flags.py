@@ -16,8 +16,6 @@ from mypy.types import Type
 from spmd_mypy import errorcodes
 from spmd_mypy.configurations.declared import Configuration, flag_names
 
-FLAGS_CLASS = "spmd_stubs.configuration.Flags"
-
 
 def flag_hook(flag: str, configurations: tuple[Configuration, ...]) -> Callable[[AttributeContext], Type] | None:
     """The check of ``spmd.flags.<flag>``; None where a configuration sets the flag (or none is declared)."""

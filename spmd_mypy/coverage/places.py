@@ -36,10 +36,10 @@ from mypy.nodes import CallExpr, Expression, MypyFile, NameExpr
 from mypy.server.subexpr import get_subexpressions
 from mypy.types import Type
 
-from spmd_mypy.annotations import AnnotationError, source_text_of
 from spmd_mypy.coverage.figures import without_spmd_type
 from spmd_mypy.coverage.scopes import Scope, target_parts
 from spmd_mypy.report import balanced
+from spmd_mypy.sources import SourceFiles, SourceUnreadable
 from spmd_mypy.typed_run import Diagnostic
 from spmd_mypy.untyped_boundaries import kind_of
 
@@ -81,11 +81,11 @@ def kind_named(diagnostic: Diagnostic) -> str:
 def places_in(tree: MypyFile, module: str, scopes: list[Scope], diagnostics: list[Diagnostic],
               types: Mapping[Expression, Type]) -> list[Place]:
     """The places among ``diagnostics`` that are in ``tree``'s file, unsorted."""
-    found = []
+    found, sources = [], SourceFiles()
     for diagnostic in diagnostics:
         if diagnostic.severity != "error" or diagnostic.code not in CODES or not _same_file(diagnostic.path, tree.path):
             continue
-        located = _locate(tree, scopes, diagnostic)
+        located = _locate(sources, tree, scopes, diagnostic)
         scope, expr = located if located is not None else (None, None)
         cut = cut_off(expr, scope, types) if scope is not None and expr is not None else 0
         found.append(Place(shown_path(tree.path), diagnostic.line, diagnostic.column, module,
@@ -122,23 +122,23 @@ def cut_off(place: Expression, scope: Scope, types: Mapping[Expression, Type]) -
     return sum(1 for e in scope.expressions if without_spmd_type(types.get(e)) and depends(e))
 
 
-def _locate(tree: MypyFile, scopes: list[Scope], diagnostic: Diagnostic) -> tuple[Scope, Expression] | None:
+def _locate(sources: SourceFiles, tree: MypyFile, scopes: list[Scope], diagnostic: Diagnostic) -> tuple[Scope, Expression] | None:
     column = diagnostic.column - 1 if diagnostic.column is not None else None
     starting = [(scope, e) for scope in scopes for e in scope.expressions
                 if e.line == diagnostic.line and (column is None or e.column == column)]
     found = _SNIPPET.match(diagnostic.message)
     if found is not None:
-        matching = [(s, e) for s, e in starting if _is_snippet(_text(tree, e), found["snippet"])]
+        matching = [(s, e) for s, e in starting if _is_snippet(_text(sources, tree, e), found["snippet"])]
         if matching:
             return max(matching, key=lambda m: _span(m[1]))
     calls = [(s, e) for s, e in starting if isinstance(e, CallExpr)]
     return min(calls, key=lambda m: _span(m[1])) if calls else None
 
 
-def _text(tree: MypyFile, expr: Expression) -> str | None:
+def _text(sources: SourceFiles, tree: MypyFile, expr: Expression) -> str | None:
     try:
-        return balanced(" ".join(source_text_of(tree, expr).split()))
-    except AnnotationError:
+        return balanced(" ".join(sources.text_of(tree, expr).split()))
+    except SourceUnreadable:
         return None
 
 

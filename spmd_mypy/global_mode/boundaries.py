@@ -27,7 +27,7 @@ def region_hook(ctx: FunctionContext) -> Type:
     Other returned values are checked by the hooks that type them
     (:func:`check_returned`): mypy checks a body after its decorators.
     """
-    modes = modes_of(ctx.api.tree)  # type: ignore[attr-defined]
+    modes = modes_of(ctx.api, ctx.api.tree)  # type: ignore[attr-defined]
     region = modes.regions.get(id(ctx.context))
     if region is None:
         return ctx.default_return_type
@@ -46,7 +46,7 @@ def check_returned(api: CheckerPluginInterface, context: Context, typ: Type | Se
     tree = getattr(api, "tree", None)
     if tree is None:
         return
-    modes = modes_of(tree)
+    modes = modes_of(api, tree)
     entry = modes.returned.get(id(context))
     if entry is None:
         return
@@ -124,9 +124,9 @@ def check_arguments(ctx: FunctionSigContext | MethodSigContext) -> None:
 class _ForgetSpecs(TensorTranslator):
     """A global axis passed through a function that does not mention it loses its partition spec."""
 
-    def __init__(self, axes: frozenset[str]) -> None:
+    def __init__(self, api: CheckerPluginInterface, axes: frozenset[str]) -> None:
         super().__init__()
-        self.axes = axes
+        self.api, self.axes = api, axes
 
     def tensor(self, t: Instance) -> Type:
         tensor_type = spmd_of(t)
@@ -136,7 +136,7 @@ class _ForgetSpecs(TensorTranslator):
             axis: (axis_type.local if axis in self.axes and axis_type.shard is not None else axis_type)
             for axis, axis_type in tensor_type.axes
         }
-        return with_spmd(t, TensorType.of(sharding.normalise_orders(mapping)))
+        return with_spmd(self.api, t, TensorType.of(sharding.normalise_orders(mapping)))
 
 
 def forget_passed_specs(api: CheckerPluginInterface, default: FunctionLike, instantiated: FunctionLike) -> FunctionLike:
@@ -153,7 +153,7 @@ def forget_passed_specs(api: CheckerPluginInterface, default: FunctionLike, inst
     passed = axes - mentioned
     if not passed:
         return instantiated
-    return instantiated.copy_modified(ret_type=instantiated.ret_type.accept(_ForgetSpecs(frozenset(passed))))
+    return instantiated.copy_modified(ret_type=instantiated.ret_type.accept(_ForgetSpecs(api, frozenset(passed))))
 
 
 def check_asserted_spec(actual: TensorType, asserted: TensorType, axis: str, axes: frozenset[str]) -> None:

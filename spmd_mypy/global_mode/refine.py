@@ -35,9 +35,8 @@ from spmd_stubs.core import (
     torch_ops,
 )
 
-OPS_MODULE = "spmd_stubs.ops."
 SPMD_OPS = torch_ops.SPMD_OPS
-"""The ``spmd.*`` ops of :data:`OPS_MODULE` this module hooks."""
+"""The ``spmd.*`` ops (:data:`spmd_mypy.fullnames.SPMD_OPS_MODULE`) this module hooks."""
 
 
 def _on_axis(choice: Choice, axis: str, axes: frozenset[str]) -> AxisType | Scalar | None:
@@ -186,7 +185,7 @@ def spmd_op_hook(name: str, config: Config) -> Callable[[FunctionContext], Type]
             return typed
         if not partial_axes:
             return ctx.default_return_type
-        return result_type(ctx.default_return_type, [_only_partial(partial_axes, record.partial or "sum")])
+        return result_type(ctx.api, ctx.default_return_type, [_only_partial(partial_axes, record.partial or "sum")])
 
     return hook
 

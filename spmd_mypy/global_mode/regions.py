@@ -37,10 +37,10 @@ from mypy.nodes import (
 from mypy.plugin import CheckerPluginInterface
 
 from spmd_mypy.annotations import AnnotationError, axes_of
+from spmd_mypy.build_state import state_of
+from spmd_mypy.fullnames import GLOBAL_SPMD, LOCAL_MAP
 from spmd_mypy.statements import nested_blocks
 
-GLOBAL_SPMD = "spmd_stubs.regions.global_spmd"
-LOCAL_MAP = "spmd_stubs.regions.local_map"
 REGIONS = (GLOBAL_SPMD, LOCAL_MAP)
 NONE: frozenset[str] = frozenset()
 
@@ -68,28 +68,18 @@ class Modes:
     """id(FuncDef) -> the parameters it returns as they are (``return x``)."""
 
 
-_MODES: dict[str, Modes] = {}
-"""Module name -> its walk; :func:`forget` drops it whenever mypy parses the module."""
-
-
-def modes_of(tree: MypyFile) -> Modes:
-    cached = _MODES.get(tree.fullname)
+def modes_of(api: object, tree: MypyFile) -> Modes:
+    """``tree``'s walk, kept in the build's state until mypy parses the module anew
+    (:meth:`spmd_mypy.build_state.BuildState.forget`: a daemon merges an edited module's new tree into
+    the old tree object, so neither the tree's identity nor its name says that it changed)."""
+    modes = state_of(api).modes
+    cached = modes.get(tree.fullname)
     if cached is None or cached.tree is not tree:
         cached = Modes(tree)
         if _imports_spmd_stubs(tree):
             _walk(tree.defs, NONE, cached, None)
-        _MODES[tree.fullname] = cached
+        modes[tree.fullname] = cached
     return cached
-
-
-def forget(module: MypyFile) -> None:
-    """``module`` was parsed anew: its walk is stale.
-
-    mypy's daemon merges an edited module's new tree into the old tree
-    object (identities are kept so other modules' references stay valid), so
-    neither the tree's identity nor its name says that it changed.
-    """
-    _MODES.pop(module.fullname, None)
 
 
 def _imports_spmd_stubs(tree: MypyFile) -> bool:
@@ -218,7 +208,7 @@ def current_axes(api: CheckerPluginInterface) -> frozenset[str]:
     stack = scope.stack
     if len(stack) < 2:
         return NONE
-    modes = modes_of(tree)
+    modes = modes_of(api, tree)
     for item in reversed(stack):
         if isinstance(item, FuncItem) and id(item) in modes.by_def:
             return modes.by_def[id(item)]
@@ -229,7 +219,7 @@ def axes_of_def(api: CheckerPluginInterface, func: FuncDef) -> frozenset[str]:
     """The axes global in ``func``'s body (the module holding it is walked once)."""
     tree = getattr(api, "tree", None)
     if tree is not None:
-        modes = modes_of(tree)
+        modes = modes_of(api, tree)
         if id(func) in modes.by_def:
             return modes.by_def[id(func)]
     modules = getattr(api, "modules", {})
@@ -239,5 +229,5 @@ def axes_of_def(api: CheckerPluginInterface, func: FuncDef) -> frozenset[str]:
         if module is not None:
             if module.fullname.partition(".")[0] == "torch":
                 return NONE
-            return modes_of(module).by_def.get(id(func), NONE)
+            return modes_of(api, module).by_def.get(id(func), NONE)
     return NONE

@@ -13,7 +13,7 @@ from mypy.nodes import ARG_POS, Expression, IndexExpr, IntExpr, MemberExpr, Name
 
 from spmd_mypy import config, errorcodes
 from spmd_mypy.global_mode.arguments import CallArgs, behaviour_of
-from spmd_mypy.main import guarded
+from spmd_mypy.hooks import guarded
 from spmd_mypy.report import balanced
 from spmd_stubs.core import sharding, torch_ops
 

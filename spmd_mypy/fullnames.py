@@ -1,0 +1,60 @@
+"""Every full name the plugin hooks, in one place: what mypy calls the things the checker types.
+
+:mod:`spmd_mypy.hooks` maps these to the feature modules; the feature
+modules import the names they need from here.  What the checker knows about
+each torch op is its record in :mod:`spmd_stubs.core.torch_ops`, looked up
+by the name mypy gives less one of these prefixes.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- the annotation vocabulary (spmd_stubs.types) ---
+SPMD_TENSOR: Final = "spmd_stubs.types.Tensor"
+MESH_AXIS: Final = "spmd_stubs.types.MeshAxis"
+SHARD: Final = "spmd_stubs.types.S"
+SHARDED: Final = "spmd_stubs.types.Sharded"
+ASSERT_TYPE: Final = "spmd_stubs.types.assert_type"
+FLAGS_CLASS: Final = "spmd_stubs.configuration.Flags"
+"""``spmd.flags``: the run-time flags configurations decide."""
+
+# --- the typed API's modules and calls ---
+COLLECTIVES_MODULE: Final = "spmd_stubs.collectives."
+MEGATRON_MODULE: Final = "spmd_stubs.megatron."
+SPMD_OPS_MODULE: Final = "spmd_stubs.ops."
+TO_LOCAL: Final = "spmd_stubs.dtensor.to_local"
+FROM_LOCAL: Final = "spmd_stubs.dtensor.from_local"
+GLOBAL_SPMD: Final = "spmd_stubs.regions.global_spmd"
+LOCAL_MAP: Final = "spmd_stubs.regions.local_map"
+
+# --- torch ---
+TENSOR: Final = "torch._tensor.Tensor"
+TENSOR_CLASSES: Final = ("Tensor", "TensorBase")
+"""The classes that define torch's tensor operators (``torch._tensor.Tensor`` and its base), by short name."""
+METHOD_PREFIX: Final = "torch._tensor.Tensor."
+ATTRIBUTE_PREFIX: Final = "torch._C.TensorBase."
+FUNCTION_MODULES: Final = (
+    "torch._C._VariableFunctions.",
+    "torch._C._nn.",
+    "torch.nn.functional.",
+    "torch.functional.",
+    "torch.nn.attention.flex_attention.",
+)
+"""Where torch's op functions are defined (what mypy resolves ``torch.add`` to)."""
+RETURN_TYPES: Final = "torch.return_types."
+"""Where torch's named-tuple results live (``x.max(dim)`` is ``torch.return_types.max``)."""
+AUTOGRAD_FUNCTION: Final = "torch.autograd.function.Function"
+AUTOGRAD_BACKWARD: Final = "torch.autograd.backward"
+AUTOGRAD_GRAD: Final = "torch.autograd.grad"
+MODULE: Final = "torch.nn.modules.module.Module"
+RAW_COLLECTIVE_MODULES: Final = ("torch.distributed.distributed_c10d.", "torch.distributed._functional_collectives.")
+DIFFERENTIABLE_COLLECTIVES_MODULE: Final = "torch.distributed.nn.functional."
+
+# --- the plugin's own wrappers (spmd_mypy.wrappers puts calls of these around expressions) ---
+RETURNED: Final = "spmd_mypy.wrappers.returned"
+CALLED_VALUE: Final = "spmd_mypy.wrappers.called_value"
+ASSIGNED: Final = "spmd_mypy.wrappers.assigned"
+
+NOT_USER_CODE: Final = ("torch.", "builtins.", "typing.", "spmd_stubs.collectives.", "spmd_stubs.types.")
+"""Prefixes of callees whose signatures are never polymorphic in SPMD types and never strict boundaries."""

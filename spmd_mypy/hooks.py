@@ -1,0 +1,314 @@
+"""What the plugin hooks, as tables: one per kind of mypy hook, full names to the feature that types them.
+
+Each table is a :class:`HookTable`: exact full names first, then rules by
+prefix in order; a rule's maker gets the name after its prefix and the
+settings, and gives the hook or None (the next rule is asked).  Every hook
+made runs behind :func:`guarded`.  :class:`spmd_mypy.main.SpmdPlugin` asks
+the tables and keeps each answer for its build.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from mypy.semanal import SemanticAnalyzer
+from mypy.types import AnyType, TypeOfAny
+
+from spmd_mypy import (
+    autograd,
+    backward,
+    calls,
+    collectives,
+    differentiable_collectives,
+    errorcodes,
+    function_bodies,
+    polymorphism,
+    raw_collectives,
+    scalars,
+    signatures,
+    untyped_boundaries,
+    wrappers,
+)
+from spmd_mypy.annotations import analyze_spmd_tensor, shard_outside_tensor
+from spmd_mypy.config import Config
+from spmd_mypy.configurations import unset_flags
+from spmd_mypy.fullnames import (
+    ASSERT_TYPE,
+    ASSIGNED,
+    ATTRIBUTE_PREFIX,
+    AUTOGRAD_BACKWARD,
+    AUTOGRAD_GRAD,
+    CALLED_VALUE,
+    COLLECTIVES_MODULE,
+    DIFFERENTIABLE_COLLECTIVES_MODULE,
+    FLAGS_CLASS,
+    FROM_LOCAL,
+    FUNCTION_MODULES,
+    GLOBAL_SPMD,
+    LOCAL_MAP,
+    MEGATRON_MODULE,
+    METHOD_PREFIX,
+    NOT_USER_CODE,
+    RAW_COLLECTIVE_MODULES,
+    RETURN_TYPES,
+    RETURNED,
+    SHARD,
+    SPMD_OPS_MODULE,
+    SPMD_TENSOR,
+    TENSOR,
+    TENSOR_CLASSES,
+    TO_LOCAL,
+)
+from spmd_mypy.global_mode import boundaries, refine
+from spmd_mypy.representation import add_hidden_parameter
+from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES
+
+Context = TypeVar("Context")
+Hook = Callable[[Any], Any]
+Make = Callable[[str, Config], "Hook | None"]
+"""(the name, after a rule's prefix; the settings) -> the hook, or None: not this rule's."""
+
+
+@dataclass(frozen=True)
+class HookTable:
+    """The hooks of one kind: by exact full name, then by the first rule whose prefix matches and gives one."""
+
+    exact: Mapping[str, Make] = field(default_factory=dict)
+    rules: Sequence[tuple[str, Make]] = ()
+
+    def lookup(self, fullname: str, settings: Config) -> Hook | None:
+        make = self.exact.get(fullname)
+        hook = make(fullname, settings) if make is not None else None
+        for prefix, make in self.rules if hook is None else ():
+            if fullname.startswith(prefix):
+                hook = make(fullname[len(prefix) :], settings)
+                if hook is not None:
+                    break
+        return guarded(hook) if hook is not None else None
+
+
+def members(names: Collection[str] | Callable[[], Collection[str]], make: Make) -> Make:
+    """A rule for a module's own members named in ``names`` (a callable: built when first asked)."""
+
+    def rule(name: str, settings: Config) -> Hook | None:
+        known = names() if callable(names) else names
+        return make(name, settings) if name in known else None
+
+    return rule
+
+
+def always(hook: Hook) -> Make:
+    """A maker that gives ``hook`` whatever the name and settings."""
+    return lambda _name, _settings: hook
+
+
+# --------------------------------------------------------------------------
+# The tables
+# --------------------------------------------------------------------------
+
+
+def _boundary(fullname: str, settings: Config) -> Hook | None:
+    """Strict mode: a call of a function or method outside torch, checked for parameters that forget types."""
+    if not settings.strict or fullname.startswith(NOT_USER_CODE):
+        return None
+    return untyped_boundaries.call_hook(fullname)
+
+
+def _polymorphic_signature(fullname: str, _settings: Config) -> Hook | None:
+    return None if fullname.startswith(NOT_USER_CODE) else signatures.signature_hook
+
+
+def _raw_collectives(module: str) -> tuple[str, Make]:
+    return module, members(raw_collectives.UNTYPED, lambda name, settings: raw_collectives.untyped_collective_hook(
+        module + name, settings.groups))
+
+
+FUNCTIONS = HookTable(
+    exact={
+        ASSERT_TYPE: always(collectives.declaring_hook("assert_type")),
+        TO_LOCAL: always(collectives.declaring_hook("to_local")),
+        FROM_LOCAL: always(collectives.from_local_hook),
+        GLOBAL_SPMD: always(boundaries.region_hook),
+        LOCAL_MAP: always(boundaries.region_hook),
+        AUTOGRAD_BACKWARD: always(backward.autograd_hook("tensors", "grad_tensors", "torch.autograd.backward()")),
+        AUTOGRAD_GRAD: always(backward.autograd_hook("outputs", "grad_outputs", "torch.autograd.grad()")),
+        RETURNED: lambda _, settings: function_bodies.returned_hook(settings.strict),
+        CALLED_VALUE: always(untyped_boundaries.called_value_hook),
+        ASSIGNED: always(untyped_boundaries.assigned_hook),
+    },
+    rules=(
+        (COLLECTIVES_MODULE, members(collectives.TYPED_OPS, lambda name, _: collectives.collective_hook(name))),
+        (MEGATRON_MODULE, members(collectives.megatron,
+                                  lambda name, _: collectives.megatron_hook(collectives.megatron()[name]))),
+        (SPMD_OPS_MODULE, members(refine.SPMD_OPS, refine.spmd_op_hook)),
+        (DIFFERENTIABLE_COLLECTIVES_MODULE, members(differentiable_collectives.DIFFERENTIABLE, lambda name, settings:
+                                                    differentiable_collectives.differentiable_hook(name, settings.groups))),
+        *map(_raw_collectives, RAW_COLLECTIVE_MODULES),
+        *((module, lambda name, settings: calls.function_hook(name, settings) if "." not in name else None)
+          for module in FUNCTION_MODULES),
+        ("", _boundary),
+    ),
+)
+
+FUNCTION_SIGNATURES = HookTable(rules=(
+    (MEGATRON_MODULE, members(collectives.megatron, always(collectives.megatron_signature))),
+    ("", _polymorphic_signature),
+))
+
+
+def _tensor_method(name: str, settings: Config) -> Hook:
+    return backward.backward_method if name == "backward" else calls.method_hook(name, settings)
+
+
+def _operator_on_union(fullname: str, settings: Config) -> Hook | None:
+    """``__rmul__`` where mypy asks for ``"__rmul__ of TensorBase"``: a reflected operator on a union of tensors.
+
+    mypy names a method after its receiver's class, and a union has none, so it
+    asks for the callee's own name instead.  It calls a reflected operator on a
+    union when the right operand is one (``x * y`` after a branch join of y),
+    and tries that before ``x.__mul__(y)``; unhooked, it succeeds with torch's
+    unknown ``Tensor`` and no rule is judged.
+    """
+    method, _, owner = fullname.partition(" of ")
+    return calls.method_hook(method, settings) if owner in TENSOR_CLASSES and calls.is_reflected(method) else None
+
+
+def _module_call(fullname: str, settings: Config) -> Hook | None:
+    """``module(x)``: a ``torch.nn.Module``'s ``forward`` through ``__call__``."""
+    if fullname.endswith(".__call__") and not fullname.startswith(("builtins.", "typing.")):
+        return polymorphism.module_call_hook(settings.strict)
+    return None
+
+
+METHODS = HookTable(rules=(
+    (METHOD_PREFIX, _tensor_method),
+    ("", _operator_on_union),
+    ("", _module_call),
+    ("", _boundary),
+))
+
+
+def _number_operator(fullname: str, settings: Config) -> Hook | None:
+    operator = scalars.operator_of(fullname)
+    return scalars.signature_hook(operator, settings) if operator is not None else None
+
+
+METHOD_SIGNATURES = HookTable(rules=(("", _number_operator), ("", _polymorphic_signature)))
+
+
+def _tensor_attribute(name: str, settings: Config) -> Hook | None:
+    if name == "grad":
+        return backward.grad_attribute
+    record = TENSOR_ATTRIBUTES.get(name)
+    return calls.attribute_hook(record, name, settings) if record is not None else None
+
+
+ATTRIBUTES = HookTable(rules=(
+    (f"{FLAGS_CLASS}.", lambda flag, settings: unset_flags.flag_hook(flag, settings.configurations)),
+    (RETURN_TYPES, always(calls.named_field)),
+    (ATTRIBUTE_PREFIX, _tensor_attribute),
+))
+
+CLASS_ATTRIBUTES = HookTable(rules=(
+    ("", lambda fullname, _: autograd.apply_attribute if fullname.endswith(".apply") else None),
+))
+
+
+def _spmd_tensor(_name: str, settings: Config) -> Hook:
+    """Strict mode wraps the boundaries of every module that writes an SPMD type."""
+    return after_analysis(analyze_spmd_tensor, settings) if settings.strict else analyze_spmd_tensor
+
+
+TYPE_ANALYSES = HookTable(exact={SPMD_TENSOR: _spmd_tensor, SHARD: always(shard_outside_tensor)})
+
+CLASS_MROS = HookTable(exact={TENSOR: always(add_hidden_parameter)})
+
+
+def autograd_function_class(settings: Config) -> Hook:
+    """A ``torch.autograd.Function`` subclass: its backward checked once its signatures are analysed."""
+    return guarded(after_analysis(autograd.after_signatures(guarded(autograd.check_backward)), settings))
+
+
+# --------------------------------------------------------------------------
+# What every hook shares
+# --------------------------------------------------------------------------
+
+_STANDARD = frozenset({"_typeshed", "typing_extensions", "mypy_extensions", *sys.stdlib_module_names})
+
+
+def installed(module: str, path: str) -> bool:
+    """Whether ``module`` is the standard library's or an installed package's (mypy keeps those silent).
+
+    Asked for every module of every run (torch's 1,200 included), so the
+    path is split as a string, not parsed into a ``Path``.
+    """
+    if module.partition(".")[0] in _STANDARD:
+        return True
+    parts = path.replace("\\", "/").split("/")
+    return "site-packages" in parts or "dist-packages" in parts
+
+
+def after_analysis(hook: Hook, settings: Config) -> Hook:
+    """``hook``, then the current module's wrappers scheduled (:mod:`spmd_mypy.wrappers`): its returns
+    (and, strict, untyped third-party calls), wrapped for their hooks; not in the standard library's or
+    installed packages' modules, where mypy reports nothing."""
+    strict = settings.strict
+
+    def run(ctx: Any) -> Any:
+        result = hook(ctx)
+        analyzer = getattr(ctx.api, "api", ctx.api)  # a type analyser's semantic analyser, or the analyser itself
+        if isinstance(analyzer, SemanticAnalyzer) and not installed(analyzer.cur_mod_id,
+                                                                     analyzer.cur_mod_node.path):
+            wrappers.schedule(analyzer, wrappers.Wrapping(
+                returns=lambda function: function_bodies.wraps_returns(function)
+                or (strict and untyped_boundaries.forgets_return(function)),
+                called_values=strict,
+                assigned_to=untyped_boundaries.has_plain_tensor if strict else None,
+            ))
+        return result
+
+    return run
+
+
+_INFERRED = ("default_return_type", "default_attr_type", "default_signature")
+"""Where a hook's context holds what mypy inferred without the plugin."""
+
+
+def inferred_field(ctx: Any) -> str:
+    """The context's field holding what mypy inferred without the plugin."""
+    return next(attribute for attribute in _INFERRED if hasattr(ctx, attribute))
+
+
+def _fallback(ctx: Any) -> Any:
+    """What mypy would have inferred without the plugin."""
+    for attribute in _INFERRED:
+        if hasattr(ctx, attribute):
+            return getattr(ctx, attribute)
+    return AnyType(TypeOfAny.from_error)
+
+
+def guarded(hook: Callable[[Context], Any]) -> Callable[[Context], Any]:
+    """Run ``hook``; on an unexpected exception report ``spmd-internal`` and fall back."""
+
+    @functools.wraps(hook)
+    def run(ctx: Context) -> Any:
+        try:
+            return hook(ctx)
+        except Exception as error:  # noqa: BLE001 -- a plugin must never crash mypy
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            message = (
+                f"SPMD checker internal error ({type(error).__name__}: {error} at "
+                f"{where.filename.rpartition('/')[2]}:{where.lineno}); this expression is treated as "
+                "unknown. Please report it."
+            )
+            api, context = getattr(ctx, "api", None), getattr(ctx, "context", None) or getattr(ctx, "cls", None)
+            if api is not None and context is not None:
+                api.fail(message, context, code=errorcodes.INTERNAL)
+            return _fallback(ctx)
+
+    return run

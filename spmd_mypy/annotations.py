@@ -149,7 +149,8 @@ def _entry_text(sources: SourceFiles, module: MypyFile, entry: Context) -> str:
     try:
         if entry.end_line is not None and entry.end_column is not None or entry.line < 1 or entry.column < 0:
             return sources.text_of(module, entry)
-        text = "\n".join(sources.lines(module)[entry.line - 1 :])[entry.column :]
+        lines = sources.lines(module)[entry.line - 1 :]
+        text = "\n".join(lines)[sources.index(lines[0], entry.column) :] if lines else ""
     except SourceUnreadable as error:
         raise AnnotationError(f"cannot read this SPMD type back from source ({error}); {_CANONICAL_HINT}") from None
     depth = 0

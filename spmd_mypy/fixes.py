@@ -2,8 +2,9 @@
 
 With ``show_fixes = true`` in ``[spmd_mypy]`` every SPMD diagnostic is
 followed by a note ``Fix as an edit: {...}``: a JSON object with the span to
-replace (``line``/``end_line`` 1-based, ``column``/``end_column`` 0-based,
-the end exclusive, as in Python's ``ast``), the ``replacement`` text, and
+replace (``line``/``end_line`` 1-based, ``column``/``end_column`` 0-based
+indices of characters in the line, as Python slices a ``str``, the end
+exclusive), the ``replacement`` text, and
 the ``imports`` the replacement needs that the module lacks.  A diagnostic
 whose fix needs a choice says so: ``Fix as an edit: none (needs your
 choice)``.  The replacement names the typed API the way the module already
@@ -55,14 +56,18 @@ def note(api: CheckerPluginInterface, node: Context, error: SpmdTypeError, opera
     if _several(api, tensor, error.axis):
         return SEVERAL
     tree: MypyFile = api.tree  # type: ignore[attr-defined]
+    sources = state_of(api).sources
     try:
-        source = state_of(api).sources.text_of(tree, tensor)
-    except SourceUnreadable:
+        source = sources.text_of(tree, tensor)
+        lines = sources.lines(tree)
+        column = sources.index(lines[edited.line - 1], edited.column)
+        end_column = sources.index(lines[edited.end_line - 1], edited.end_column)  # type: ignore[index, arg-type]
+    except (SourceUnreadable, IndexError, TypeError):
         return NO_EDIT
     template, imports = _qualified(fix.template, tree)
     replacement = replace(fix, template=template).applied_to(source)
     edit = {
-        "line": edited.line, "column": edited.column, "end_line": edited.end_line, "end_column": edited.end_column,
+        "line": edited.line, "column": column, "end_line": edited.end_line, "end_column": end_column,
         "replacement": replacement, "imports": imports,
     }
     return PREFIX + json.dumps(edit)

@@ -25,6 +25,7 @@ from spmd_mypy.configurations import pruning
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION
 from spmd_mypy.hooks import Hook, HookTable, installed
 from spmd_mypy.representation import InternedValues
+from spmd_mypy.sources import SourceFiles
 from spmd_stubs import core
 
 
@@ -100,7 +101,7 @@ class SpmdPlugin(Plugin):
                                 "(docs/checker.md#configurations)"])
         if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
-        self.build_state = BuildState(self.config, InternedValues())
+        self.build_state = BuildState(self.config, InternedValues(), SourceFiles(options.native_parser))
         self._mypys = DefaultPlugin(options)
         self._flag_tests = pruning.FlagTests(self.config.configurations)
         self._answers: dict[tuple[str, str], Hook | None] = {}

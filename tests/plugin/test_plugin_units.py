@@ -222,3 +222,15 @@ def test_importing_the_plugin_leaves_what_few_runs_use_unimported() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["spmd_stubs.core.sharding.errors", "spmd_stubs.core.sharding.specs"]
+
+
+@pytest.mark.parametrize("line", ['x = "é€😀"; y = p + r', "α, β = p + r, 1", "plain = p + r"])
+def test_character_index_of_the_old_parsers_columns(line: str) -> None:
+    """``--no-native-parser`` places nodes at Python's ``ast`` columns (UTF-8 bytes); the native
+    parser's columns are checked through mypy itself (cases/annotations/non_ascii.py)."""
+    import ast
+
+    from spmd_mypy.sources import character_index
+
+    name = next(node for node in ast.walk(ast.parse(line)) if isinstance(node, ast.Name) and node.id == "p")
+    assert character_index(line, name.col_offset, native_parser=False) == line.index("p +")

@@ -68,6 +68,8 @@ class TypedRun:
     """The checked files' trees, by module name."""
     types: dict[Expression, Type]
     """Every expression's type in those trees (mypy's type map; on a cold cache, of every module it checked)."""
+    native_parser: bool = True
+    """Whether mypy's native parser made the trees (what their columns count: :mod:`spmd_mypy.sources`)."""
 
     def type_of(self, expr: Expression) -> Type | None:
         return self.types.get(expr)
@@ -107,7 +109,7 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
     for tree in trees.values():
         tree.path = originals.get(tree.path, tree.path)
     diagnostics = [_original(d, originals) for d in map(Diagnostic.parse, result.errors) if d is not None]
-    return TypedRun(diagnostics, trees, dict(result.types))
+    return TypedRun(diagnostics, trees, dict(result.types), options.native_parser)
 
 
 def _keep_trees(options: Options, modules: set[str]) -> None:

@@ -40,7 +40,7 @@ from spmd_mypy.coverage.figures import without_spmd_type
 from spmd_mypy.coverage.scopes import Scope, target_parts
 from spmd_mypy.report import balanced
 from spmd_mypy.sources import SourceFiles, SourceUnreadable
-from spmd_mypy.typed_run import Diagnostic
+from spmd_mypy.typed_run import Diagnostic, TypedRun
 from spmd_mypy.untyped_boundaries import kind_of
 
 BOUNDARY = "spmd-untyped-boundary"
@@ -78,11 +78,10 @@ def kind_named(diagnostic: Diagnostic) -> str:
     return kind.value if kind is not None else "untyped boundary"
 
 
-def places_in(tree: MypyFile, module: str, scopes: list[Scope], diagnostics: list[Diagnostic],
-              types: Mapping[Expression, Type]) -> list[Place]:
-    """The places among ``diagnostics`` that are in ``tree``'s file, unsorted."""
-    found, sources = [], SourceFiles()
-    for diagnostic in diagnostics:
+def places_in(tree: MypyFile, module: str, scopes: list[Scope], run: TypedRun) -> list[Place]:
+    """The places among the run's diagnostics that are in ``tree``'s file, unsorted."""
+    found, sources, types = [], SourceFiles(run.native_parser), run.types
+    for diagnostic in run.diagnostics:
         if diagnostic.severity != "error" or diagnostic.code not in CODES or not _same_file(diagnostic.path, tree.path):
             continue
         located = _locate(sources, tree, scopes, diagnostic)

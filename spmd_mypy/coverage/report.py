@@ -78,7 +78,7 @@ def measure(run: TypedRun) -> Coverage:
         scopes = scopes_of(module, tree)
         functions = [FunctionCoverage(module, s.name, s.line, _figures(s, run)) for s in scopes]
         modules.append(ModuleCoverage(module, shown_path(tree.path), functions))
-        places += places_in(tree, module, scopes, run.diagnostics, run.types)
+        places += places_in(tree, module, scopes, run)
     others = sum(1 for d in run.diagnostics if d.severity == "error" and d.code not in CODES)
     return Coverage(modules, ordered(places), others)
 

@@ -30,19 +30,15 @@ from mypy.nodes import (
     AssignmentExpr,
     AssignmentStmt,
     CallExpr,
-    ClassDef,
-    Decorator,
     DelStmt,
     DictionaryComprehension,
     Expression,
     ForStmt,
-    FuncDef,
     GeneratorExpr,
     ListExpr,
     MypyFile,
     Node,
     OperatorAssignmentStmt,
-    OverloadedFuncDef,
     StarExpr,
     Statement,
     TempNode,
@@ -51,7 +47,7 @@ from mypy.nodes import (
 )
 from mypy.server.subexpr import get_subexpressions
 
-from spmd_mypy.statements import nested_blocks
+from spmd_mypy.statements import walk
 
 MODULE_LEVEL = "<module>"
 
@@ -78,7 +74,18 @@ def scopes_of(module: str, tree: MypyFile) -> list[Scope]:
     """The module's top level first, then every function in the order it is defined."""
     top = Scope(module, MODULE_LEVEL, 1, tree)
     scopes = [top]
-    _collect(tree.defs, top, [], scopes)
+    by_function: dict[int, Scope] = {}
+    for visit in walk(tree.defs):
+        scope = by_function[id(visit.scope.node)] if visit.scope is not None else top
+        if visit.defines is not None:
+            function = Scope(module, visit.defines.name, visit.defines.node.line, visit.defines.node)
+            by_function[id(function.root)] = function
+            scope.children.append(function)
+            scopes.append(function)
+        else:
+            scope.bindings += _statement_bindings(visit.statement)
+            if isinstance(visit.statement, DelStmt):
+                scope.deleted.append(visit.statement.expr)
     for scope in scopes:
         nested = {id(e) for child in scope.children for e in get_subexpressions(child.root)}
         own = [e for e in get_subexpressions(scope.root) if id(e) not in nested]
@@ -101,30 +108,6 @@ def target_parts(target: Expression) -> list[Expression]:
     if isinstance(target, StarExpr):
         return [target, *target_parts(target.expr)]
     return [target]
-
-
-def _collect(statements: list[Statement], scope: Scope, names: list[str], scopes: list[Scope]) -> None:
-    """Walk ``statements`` (mypy's traversers cannot be subclassed here): bindings, and the functions in them."""
-    for statement in statements:
-        if isinstance(statement, OverloadedFuncDef):
-            items: list[Statement] = [*statement.items, *([statement.impl] if statement.impl else [])]
-            _collect(items, scope, names, scopes)
-            continue
-        if isinstance(statement, Decorator):
-            statement = statement.func
-        if isinstance(statement, FuncDef):
-            function = Scope(scope.module, ".".join([*names, statement.name]), statement.line, statement)
-            scope.children.append(function)
-            scopes.append(function)
-            _collect(statement.body.body, function, [*names, statement.name], scopes)
-        elif isinstance(statement, ClassDef):
-            _collect(statement.defs.body, scope, [*names, statement.name], scopes)
-        else:
-            scope.bindings += _statement_bindings(statement)
-            if isinstance(statement, DelStmt):
-                scope.deleted.append(statement.expr)
-            for block in nested_blocks(statement):
-                _collect(block.body, scope, names, scopes)
 
 
 def _statement_bindings(statement: Statement) -> list[tuple[list[Expression], Expression]]:

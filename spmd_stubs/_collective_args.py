@@ -9,7 +9,8 @@ end it between two calls) and, for an average, a dtype that keeps it
 Type validity is not checked here but in the core (:func:`spmd_stubs.core.transition`,
 docs/spec.md#transitions); this module checks what the types do not say:
 ``split_sizes=``, the partition specs ``redistribute`` takes, and the shapes
-the ranks pass (only after the fact: see :func:`backend_error`).
+the ranks pass (only after the fact: see :func:`backend_error`, which also
+tells a peer rank that died or stopped answering from a mismatch).
 """
 
 from __future__ import annotations
@@ -58,9 +59,56 @@ _NO_BATCHING_RULE = "Batching rule not implemented"
 """How ``torch.func.vmap`` refuses an op it cannot batch (every c10d collective)."""
 
 
-def backend_error(step: Step, axis: str, x: torch.Tensor, error: RuntimeError) -> ValueError:
-    """The backend's error in a collective, with the axis, the call, the local shape and the fix."""
-    reason = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+_PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "remote process exited")
+"""How backends say a peer rank's process is gone: gloo when it exited or was killed (its
+socket closed or reset, or written to after), NCCL's "remote process exited or there was a
+network error"."""
+_PEER_SILENT = ("Timed out waiting", "Application timeout caused pair closure")
+"""How gloo says a peer rank did not answer within the process group's timeout, and, on
+every later call, that the group was closed for it."""
+
+
+def _reason(error: RuntimeError) -> str:
+    """The backend's own words: the first line of its error."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+
+
+def lost_peer(call: str, axis: str, error: RuntimeError) -> Optional[RuntimeError]:
+    """The error of ``call`` (as written) whose backend lost a peer rank of ``axis``'s group, or
+    None if ``error`` says something else.
+
+    A ``RuntimeError``, as the backend's is: no argument was wrong, and code
+    that recovers from a lost rank catches that.
+    """
+    reason = _reason(error)
+    if any(words in reason for words in _PEER_GONE):
+        return RuntimeError(
+            f"{call}: a peer rank of axis {axis}'s group exited or was killed, so the collective cannot complete "
+            f"(the backend on this rank: {reason}). No later collective on this group can complete either. "
+            f"Fix: find the peer's own error at the end of its log (an exception, a crash, an out-of-memory "
+            f"kill) and fix that, then restart every rank (torchrun restarts them together with "
+            f"--max-restarts). A peer that aborted inside this same call usually got a tensor of another shape "
+            f"than this rank's: SPMD_VALIDATE=1 reports such a mismatch on every rank instead."
+        )
+    if any(words in reason for words in _PEER_SILENT):
+        return RuntimeError(
+            f"{call}: a peer rank of axis {axis}'s group did not answer within the process group's timeout "
+            f"(the backend on this rank: {reason}): it exited or was killed, hangs, or waits in another "
+            f"collective. The backend closed the group: no later collective on it can complete. Fix: find where "
+            f"the peer ranks stopped (their logs; py-spy dump --pid for a live one) and fix that, then restart "
+            f"every rank. Ranks making different collective calls are reported on every rank by SPMD_VALIDATE=1; "
+            f"a peer that is only slow needs a longer init_process_group(timeout=...)."
+        )
+    return None
+
+
+def backend_error(step: Step, axis: str, x: torch.Tensor, error: RuntimeError) -> Exception:
+    """The backend's error in a collective, with the axis, the call, the local shape and the fix
+    (a ``ValueError``), or, where the backend lost a peer rank, :func:`lost_peer`'s error."""
+    lost = lost_peer(step.call(axis), axis, error)
+    if lost is not None:
+        return lost
+    reason = _reason(error)
     if _NO_BATCHING_RULE in reason:
         return ValueError(
             f"{step.call(axis)} cannot run under torch.func.vmap: {reason}. vmap maps a function of one "

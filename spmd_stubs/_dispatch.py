@@ -271,11 +271,15 @@ class _Site(_Bound):
     validation mode's exchange; then the plan.
     """
 
-    __slots__ = ("op", "averages", "registered")
+    __slots__ = ("op", "averages", "reduction", "registered")
 
-    def __init__(self, op: str, plan: _Plan, comm: Comm, divisor: int, averages: bool) -> None:
+    def __init__(
+        self, op: str, plan: _Plan, comm: Comm, divisor: int, averages: bool, reduction: Optional[str]
+    ) -> None:
         super().__init__(plan, comm, divisor)
         self.op, self.averages = op, averages
+        # all_reduce's op= as written, which validation mode compares: a pending avg is in the plan's src.
+        self.reduction = reduction
         # Chosen once: a site made under torch.compile is traced and read afresh.
         self.registered = never_registered if _traced() else registered
 
@@ -285,7 +289,7 @@ class _Site(_Bound):
         if self.averages:
             check_averageable(x, self.op, self.comm.axis)
         if _validation.active and between_real_ranks(x):
-            check_agreement(self.plan.step, self.comm, x)
+            check_agreement(self.plan.step, self.comm, x, self.reduction)
         return self.apply(x)
 
 
@@ -342,9 +346,11 @@ def call_site(
     if group is not None:
         check_member(group, op, label)
     comm = Comm(pg, size, checked_split_sizes(split_sizes, size, label, src, dst), label)
+    divisor = size if averages else 1
+    reduction = ("avg" if average else "sum") if op == "all_reduce" else None
     if in_place:
-        return _InPlaceSite(f"{op}_", _in_place(plan), comm, size if averages else 1, averages)
-    return _Site(op, plan, comm, size if averages else 1, averages)
+        return _InPlaceSite(f"{op}_", _in_place(plan), comm, divisor, averages, reduction)
+    return _Site(op, plan, comm, divisor, averages, reduction)
 
 
 _MAX_SITES = 4096

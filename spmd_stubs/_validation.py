@@ -5,10 +5,12 @@ call); a mismatch then surfaces as whatever the backend does with it, which
 on gloo can be an abort, a hang until the process-group timeout, or values
 that are silently wrong (docs/robustness.md lists which).  In validation
 mode every typed call first exchanges over its group, in one small
-all_gather of one integer per rank, a digest of what each rank calls (the
-collective, its src/dst, the shape and dtype of its ``x``); if they
-disagree, every rank raises the same ``ValueError`` naming the ranks, what
-each passed, and the fix.
+all_gather of one integer per rank, a digest of everything the ranks must
+pass alike (:class:`Call`: the collective with its src/dst, all_reduce's
+``op=``, ``split_sizes=``, the group's members as this rank's torch
+recorded them, the shape and dtype of its ``x``); if they disagree, every
+rank raises the same ``ValueError`` naming the ranks, what each passed, and
+the fix.
 
 On with ``SPMD_VALIDATE=1`` in the environment (read at import, like
 ``TORCH_DISTRIBUTED_DEBUG``) or :func:`set_validation`.
@@ -18,20 +20,34 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 import torch.distributed as dist
 
-from spmd_stubs._comm import functional
+from spmd_stubs._collective_args import lost_peer
+from spmd_stubs._comm import functional, registered
 from spmd_stubs._kernels import Comm
 from spmd_stubs.core import Step
 
 active = os.environ.get("SPMD_VALIDATE", "0").strip() not in ("", "0")
 """Whether typed calls check agreement; read on every call, so a module attribute, not a function."""
 
-Call = tuple[str, tuple[Optional[int], ...], str]
-"""What one rank calls: the call as written, the shape of x (None where parts may differ), the dtype."""
+
+class Call(NamedTuple):
+    """What one rank calls: everything the ranks of the group must pass alike."""
+
+    collective: str
+    """The call with its src/dst: ``all_reduce(x, tp, src=P, dst=R)``."""
+    op: Optional[str]
+    """all_reduce's ``op=`` (``"sum"`` or ``"avg"``); None for the other operations."""
+    split_sizes: Optional[tuple[int, ...]]
+    members: Optional[tuple[int, ...]]
+    """The group's global ranks in group order, as this rank's torch recorded them (None: a group
+    torch never registered)."""
+    shape: tuple[Optional[int], ...]
+    """The shape of x; None where the parts may differ (the split dim, with ``split_sizes=``)."""
+    dtype: str
 
 
 def set_validation(enabled: bool) -> None:
@@ -46,25 +62,37 @@ def between_real_ranks(x: torch.Tensor) -> bool:
     return not functional(x)
 
 
-def check_agreement(step: Step, comm: Comm, x: torch.Tensor) -> None:
+def check_agreement(step: Step, comm: Comm, x: torch.Tensor, op: Optional[str] = None) -> None:
     """Raise the same ``ValueError`` on every rank of ``comm``'s group if they call differently.
 
-    One exchange of one integer per rank (a digest of the call) when they
-    agree; only a disagreement pays for exchanging the calls themselves.
+    ``op``: all_reduce's ``op=`` as written.  One exchange of one integer per
+    rank (a digest of the call) when they agree; only a disagreement pays for
+    exchanging the calls themselves.  A peer rank lost during the exchange is
+    :func:`spmd_stubs._collective_args.lost_peer`'s error.
     """
-    mine = _call_of(step, comm, x)
+    mine = _call_of(step, comm, x, op)
     digest = torch.tensor([_digest(mine)], dtype=torch.int64, device=x.device)
     digests = [torch.empty_like(digest) for _ in range(comm.size)]
-    dist.all_gather(digests, digest, group=comm.group)
-    if all(bool(d == digest) for d in digests):
-        return
-    calls: list[Optional[Call]] = [None] * comm.size
-    dist.all_gather_object(calls, mine, group=comm.group)
-    ranks = [dist.get_global_rank(comm.group, index) for index in range(comm.size)]
-    said = "; ".join(f"rank {rank} calls {_shown(call)}" for rank, call in zip(ranks, calls))
+    try:
+        dist.all_gather(digests, digest, group=comm.group)
+        if all(bool(d == digest) for d in digests):
+            return
+        # Each rank's own global rank: the ranks may disagree on the group's members.
+        calls: list[Optional[tuple[int, Call]]] = [None] * comm.size
+        dist.all_gather_object(calls, (dist.get_rank(), mine), group=comm.group)
+    except RuntimeError as error:
+        lost = lost_peer(mine.collective, comm.axis, error)
+        if lost is None:
+            raise
+        raise lost from error
+    ranked = [entry for entry in calls if entry is not None]
+    differing = {field for field in Call._fields if len({getattr(call, field) for _, call in ranked}) > 1}
+    if "collective" in differing:
+        differing = {"collective"}  # the options of different collectives are not comparable
+    said = "; ".join(f"rank {rank} calls {_shown(call, differing)}" for rank, call in ranked)
     raise ValueError(
-        f"{step.call(comm.axis)}: the {comm.size} ranks of axis {comm.axis}'s group disagree ({said}). "
-        f"Fix: {_fix(calls)}."
+        f"{_written(mine, differing)}: the {comm.size} ranks of axis {comm.axis}'s group disagree ({said}). "
+        f"Fix: {_fix(differing)}."
     )
 
 
@@ -72,33 +100,56 @@ def _digest(call: Call) -> int:
     return int.from_bytes(hashlib.blake2b(repr(call).encode(), digest_size=7).digest(), "big")
 
 
-def _call_of(step: Step, comm: Comm, x: torch.Tensor) -> Call:
+def _call_of(step: Step, comm: Comm, x: torch.Tensor, op: Optional[str]) -> Call:
     shape: tuple[Optional[int], ...] = tuple(x.shape)
     varying = step.src if step.src.shard is not None else step.dst
     if comm.split_sizes is not None and varying.shard is not None and x.dim():
         # Uneven parts differ along the split dim by design.
         dim = varying.shard % x.dim()
         shape = shape[:dim] + (None,) + shape[dim + 1 :]
-    return step.call(comm.axis), shape, str(x.dtype).removeprefix("torch.")
+    members = tuple(dist.get_process_group_ranks(comm.group)) if registered(comm.group) else None
+    dtype = str(x.dtype).removeprefix("torch.")
+    return Call(step.call(comm.axis), op, comm.split_sizes, members, shape, dtype)
 
 
-def _shown(call: Optional[Call]) -> str:
-    if call is None:
-        return "nothing"
-    text, shape, dtype = call
-    dims = ", ".join("*" if size is None else str(size) for size in shape)
-    return f"{text} with x of shape ({dims}) and dtype {dtype}"
+def _written(call: Call, differing: set[str]) -> str:
+    """The call as written, with its options: ``op=`` where it is "avg" or differs between the ranks."""
+    options = f', op="{call.op}"' if call.op is not None and (call.op == "avg" or "op" in differing) else ""
+    if call.split_sizes is not None:
+        options += f", split_sizes={list(call.split_sizes)}"
+    # The options go inside the call's closing parenthesis.
+    return f"{call.collective[:-1]}{options})"
 
 
-def _fix(calls: list[Optional[Call]]) -> str:
-    texts = {call[0] for call in calls if call is not None}
-    dtypes = {call[2] for call in calls if call is not None}
-    if len(texts) > 1:
+def _shown(call: Call, differing: set[str]) -> str:
+    group = f" on the group of global ranks {list(call.members or ())}" if "members" in differing else ""
+    dims = ", ".join("*" if size is None else str(size) for size in call.shape)
+    return f"{_written(call, differing)}{group} with x of shape ({dims}) and dtype {call.dtype}"
+
+
+def _fix(differing: set[str]) -> str:
+    if "collective" in differing:
         return (
             "every rank of a group must make the same typed collective calls in the same order; look for a "
             "branch on the rank, or on data that differs between ranks, around this call"
         )
-    if len(dtypes) > 1:
+    if "members" in differing:
+        return (
+            "the ranks made this group from different lists of ranks, so each talks to other ranks than it "
+            "believes; every rank must call dist.new_group (or build its DeviceMesh) with the same ranks in "
+            "the same order, computed from the world size, never from its own rank"
+        )
+    if "op" in differing:
+        return (
+            'pass the same op= on every rank: op="avg" divides the sum by the group size, so ranks that '
+            "differ end with different values of what should be one replicated tensor"
+        )
+    if "split_sizes" in differing:
+        return (
+            "pass the same split_sizes= on every rank: entry k is rank k's length along the split dim, so "
+            "every rank needs every rank's length (gather the lengths first, e.g. dist.all_gather_object)"
+        )
+    if "dtype" in differing:
         return "cast x to one dtype on every rank before the call, e.g. x.to(torch.float32)"
     return (
         "give x the same shape on every rank (torch.nn.functional.pad), or, for parts that differ along the "

@@ -5,6 +5,7 @@
 * :func:`run_world`: ``world_size`` real gloo processes (2 dp x 2 tp mesh)
   that each run every check of a module's ``CHECKS`` and write what failed;
   one world serves a whole test module (:func:`gloo_tests` makes its tests).
+  :func:`spawn_ranks` starts the processes, for worlds of other sizes too.
 """
 
 from __future__ import annotations
@@ -73,21 +74,30 @@ def run_world(module: str, timeout: float = 240.0) -> dict[str, str]:
     Returns check name -> failure text ("" when it passed on every rank).
     """
     names = list(importlib.import_module(module).CHECKS)
+    with tempfile.TemporaryDirectory() as out:
+        codes = spawn_ranks(_rank_main, WORLD_SIZE, (module, out), timeout)
+        per_rank = [_read(Path(out) / f"rank{r}.json") for r in range(WORLD_SIZE)]
+    return {name: _merge(name, per_rank, codes) for name in names}
+
+
+def spawn_ranks(main: Callable[..., None], world_size: int, args: tuple[Any, ...], timeout: float) -> list[object]:
+    """Run ``main(rank, port, *args)`` in ``world_size`` fresh processes; their exit codes.
+
+    ``port`` is a free port for the rendezvous.  A process still running
+    after ``timeout`` seconds is killed.
+    """
     port = _free_port()
     ctx = mp.get_context("spawn")
-    with tempfile.TemporaryDirectory() as out:
-        procs = [ctx.Process(target=_rank_main, args=(r, port, module, out)) for r in range(WORLD_SIZE)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout)
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-        per_rank = [_read(Path(out) / f"rank{r}.json") for r in range(WORLD_SIZE)]
-    codes = [p.exitcode for p in procs]
-    return {name: _merge(name, per_rank, codes) for name in names}
+    procs = [ctx.Process(target=main, args=(rank, port, *args)) for rank in range(world_size)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    return [p.exitcode for p in procs]
 
 
 def by_name(*checks: Check) -> dict[str, Check]:

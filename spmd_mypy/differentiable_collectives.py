@@ -22,11 +22,12 @@ from mypy.plugin import FunctionContext
 from mypy.types import Instance, TupleType, Type, get_proper_type
 
 from spmd_mypy import report
-from spmd_mypy.collectives import Request, apply, arguments, sums
+from spmd_mypy.call_arguments import Argument, arguments, sums
 from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.global_mode import regions
 from spmd_mypy.groups import axis_of_group
 from spmd_mypy.representation import result_type, spmd_members, union_of, unknown_tensor
+from spmd_mypy.transitions import Request, apply
 from spmd_stubs.core import AxisType, Partial, Replicate, Shard, SpmdTypeError, Varying
 
 
@@ -109,7 +110,7 @@ def _per_rank_element(ctx: FunctionContext, written: Expression, sequence: Type)
     return sequence
 
 
-def _axis(group: tuple[Expression, Type] | None, tensor: Type, declared: GroupDeclarations, tree: MypyFile) -> str | None:
+def _axis(group: Argument | None, tensor: Type, declared: GroupDeclarations, tree: MypyFile) -> str | None:
     """The mesh axis the collective runs over; None where the group names none.
 
     No ``group=`` is the world: one mesh axis only when the input is typed on one axis.

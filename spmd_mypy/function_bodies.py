@@ -30,18 +30,19 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from mypy.checker import TypeChecker
-from mypy.nodes import FUNC_NO_INFO, Expression, FuncDef, FuncItem, MypyFile, NameExpr
+from mypy.nodes import FUNC_NO_INFO, FuncDef, FuncItem, MypyFile, NameExpr
 from mypy.plugin import FunctionContext
 from mypy.types import CallableType, TupleType, Type, get_proper_type
 
 from spmd_mypy import untyped_boundaries
-from spmd_mypy.collectives import Request, apply, arguments, int_value, sums
+from spmd_mypy.call_arguments import Argument, arguments, int_value, sums
 from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION, RAW_COLLECTIVE_MODULES
 from spmd_mypy.global_mode import regions
 from spmd_mypy.gradients import BODIES, current_function, implementation
 from spmd_mypy.groups import axis_of_group
 from spmd_mypy.representation import members, result_type, spmd_members, spmd_of, typed_tensors_in, union_of
+from spmd_mypy.transitions import Request, apply
 from spmd_mypy.wrappers import wrapped_value
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, Shard, SpmdTypeError, Varying
@@ -121,12 +122,12 @@ def collective_result(ctx: FunctionContext, fullname: str, declared: GroupDeclar
     return ctx.default_return_type
 
 
-def _axis(group: tuple[Expression, Type] | None, declared: GroupDeclarations, tree: MypyFile) -> str | None:
+def _axis(group: Argument | None, declared: GroupDeclarations, tree: MypyFile) -> str | None:
     """The mesh axis ``group=`` names; None without one (the world is no single axis of a Function's types)."""
     return axis_of_group(group[0], declared, tree) if group is not None else None
 
 
-def _with_dim(collective: BodyCollective, args: dict[str, tuple[Expression, Type]]) -> tuple[AxisType, AxisType]:
+def _with_dim(collective: BodyCollective, args: dict[str, Argument]) -> tuple[AxisType, AxisType]:
     """``src`` and ``dst``, the shard among them on the dim the call names (``gather_dim=-1``)."""
     given = args.get(collective.dim) if collective.dim is not None else None
     dim = int_value(given[0]) if given is not None else None

@@ -23,14 +23,16 @@ from spmd_mypy import (
     autograd,
     backward,
     calls,
-    collectives,
+    declaring_calls,
     differentiable_collectives,
     errorcodes,
     function_bodies,
+    megatron_helpers,
     polymorphism,
     raw_collectives,
     scalars,
     signatures,
+    typed_collectives,
     untyped_boundaries,
     wrappers,
 )
@@ -130,9 +132,9 @@ def _raw_collectives(module: str) -> tuple[str, Make]:
 
 FUNCTIONS = HookTable(
     exact={
-        ASSERT_TYPE: always(collectives.declaring_hook("assert_type")),
-        TO_LOCAL: always(collectives.declaring_hook("to_local")),
-        FROM_LOCAL: always(collectives.from_local_hook),
+        ASSERT_TYPE: always(declaring_calls.declaring_hook("assert_type")),
+        TO_LOCAL: always(declaring_calls.declaring_hook("to_local")),
+        FROM_LOCAL: always(declaring_calls.from_local_hook),
         GLOBAL_SPMD: always(boundaries.region_hook),
         LOCAL_MAP: always(boundaries.region_hook),
         AUTOGRAD_BACKWARD: always(backward.autograd_hook("tensors", "grad_tensors", "torch.autograd.backward()")),
@@ -142,9 +144,10 @@ FUNCTIONS = HookTable(
         ASSIGNED: always(untyped_boundaries.assigned_hook),
     },
     rules=(
-        (COLLECTIVES_MODULE, members(collectives.TYPED_OPS, lambda name, _: collectives.collective_hook(name))),
-        (MEGATRON_MODULE, members(collectives.megatron,
-                                  lambda name, _: collectives.megatron_hook(collectives.megatron()[name]))),
+        (COLLECTIVES_MODULE, members(typed_collectives.TYPED_OPS,
+                                     lambda name, _: typed_collectives.collective_hook(name))),
+        (MEGATRON_MODULE, members(megatron_helpers.helpers,
+                                  lambda name, _: megatron_helpers.helper_hook(megatron_helpers.helpers()[name]))),
         (SPMD_OPS_MODULE, members(refine.SPMD_OPS, refine.spmd_op_hook)),
         (DIFFERENTIABLE_COLLECTIVES_MODULE, members(differentiable_collectives.DIFFERENTIABLE, lambda name, settings:
                                                     differentiable_collectives.differentiable_hook(name, settings.groups))),
@@ -156,7 +159,7 @@ FUNCTIONS = HookTable(
 )
 
 FUNCTION_SIGNATURES = HookTable(rules=(
-    (MEGATRON_MODULE, members(collectives.megatron, always(collectives.megatron_signature))),
+    (MEGATRON_MODULE, members(megatron_helpers.helpers, always(megatron_helpers.helper_signature))),
     ("", _polymorphic_signature),
 ))
 

@@ -18,7 +18,7 @@ from mypy.plugin import FunctionContext
 from mypy.types import Type
 
 from spmd_mypy import errorcodes, report
-from spmd_mypy.collectives import arguments
+from spmd_mypy.call_arguments import arguments
 from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.function_bodies import collective_result
 from spmd_mypy.gradients import implementation

@@ -11,6 +11,6 @@ module             what
 
 Collectives in a global region keep only their shard forms
 (:func:`spmd_stubs.core.sharding.global_collective`, called by
-:mod:`spmd_mypy.collectives`).  The rules themselves are the core's
+:mod:`spmd_mypy.transitions`).  The rules themselves are the core's
 (docs/spec.md#global-spmd).
 """

@@ -18,7 +18,6 @@ from mypy.nodes import (
     CallExpr,
     Expression,
     IndexExpr,
-    IntExpr,
     ListExpr,
     MemberExpr,
     NameExpr,
@@ -26,10 +25,10 @@ from mypy.nodes import (
     StarExpr,
     StrExpr,
     TupleExpr,
-    UnaryExpr,
 )
 from mypy.plugin import FunctionContext, MethodContext
 
+from spmd_mypy.call_arguments import int_value
 from spmd_stubs.core import sharding
 from spmd_stubs.core.torch_ops import REQUIRED, NoRule, Op, Param, Read, Value
 
@@ -54,11 +53,10 @@ def call_args(ctx: FunctionContext | MethodContext, receiver: Expression | None)
 
 
 def _int(expr: Expression) -> int:
-    if isinstance(expr, IntExpr):
-        return expr.value
-    if isinstance(expr, UnaryExpr) and expr.op == "-" and isinstance(expr.expr, IntExpr):
-        return -expr.expr.value
-    raise NoRule("a dim that is not an int literal")
+    value = int_value(expr)
+    if value is None:
+        raise NoRule("a dim that is not an int literal")
+    return value
 
 
 def _ints(entries: list[tuple[Expression, ArgKind]]) -> tuple[int, ...]:
@@ -135,7 +133,7 @@ def _pieces(args: CallArgs, entries: list[tuple[Expression, ArgKind]]) -> list[t
         items = [(expr, kind == ARG_STAR) for expr, kind in entries]
     source = args.receiver if args.receiver is not None else _first_tensor(args)
     pieces = [_piece(expr, star, source) for expr, star in items]
-    if len(items) == 1 and pieces[0][0] == "other" and _maybe_int(items[0][0]) is None:
+    if len(items) == 1 and pieces[0][0] == "other" and int_value(items[0][0]) is None:
         return [("star", 0)]  # a lone non-literal may be a whole shape: its length is unknown
     return pieces
 
@@ -180,16 +178,16 @@ def _piece(expr: Expression, star: bool, source: Expression | None) -> tuple[str
         if isinstance(expr, IndexExpr) and _shape_of(expr.base, source) and isinstance(expr.index, SliceExpr):
             s = expr.index
             if s.begin_index is None and s.end_index is not None and s.stride is None:
-                end = _maybe_int(s.end_index)
+                end = int_value(s.end_index)
                 if end is not None and end >= 0:
                     return ("front", end)
             if s.end_index is None and s.begin_index is not None and s.stride is None:
-                begin = _maybe_int(s.begin_index)
+                begin = int_value(s.begin_index)
                 if begin is not None and begin < 0:
                     return ("back", -begin)
         return ("star", 0)
     if isinstance(expr, IndexExpr) and _shape_of(expr.base, source):
-        index = _maybe_int(expr.index)
+        index = int_value(expr.index)
         if index is not None:
             return ("dim", index)
     if (
@@ -199,17 +197,10 @@ def _piece(expr: Expression, star: bool, source: Expression | None) -> tuple[str
         and _same(expr.callee.expr, source)
         and len(expr.args) == 1
     ):
-        index = _maybe_int(expr.args[0])
+        index = int_value(expr.args[0])
         if index is not None:
             return ("dim", index)
     return ("other", 0)
-
-
-def _maybe_int(expr: Expression) -> int | None:
-    try:
-        return _int(expr)
-    except NoRule:
-        return None
 
 
 def _shape_of(expr: Expression, source: Expression | None) -> bool:

@@ -1,0 +1,86 @@
+"""Megatron's mapping helpers (``spmd_stubs.megatron.*``): each a fixed call of one typed operation.
+
+The helpers are the operations of :mod:`spmd_stubs.core.megatron_table`
+with their axis and src/dst fixed, so a call is typed, and misuse reported,
+exactly as the typed collective it stands for (:mod:`spmd_mypy.transitions`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from mypy.plugin import FunctionContext, FunctionSigContext
+from mypy.types import CallableType, FunctionLike, Type
+
+from spmd_mypy.call_arguments import arguments, flag
+from spmd_mypy.representation import retype
+from spmd_mypy.transitions import Request, typed_result
+from spmd_stubs import core
+from spmd_stubs.core import AxisType
+
+if TYPE_CHECKING:
+    from spmd_stubs.core.megatron_table import Helper
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A Megatron helper: one typed operation with its axis and src/dst fixed."""
+
+    op: str
+    axis: str
+    src: AxisType
+    dst: AxisType
+    dst_without_output_grad: AxisType | None = None
+    """``gather_from_sequence_parallel_region(..., tensor_parallel_output_grad=False)``'s dst."""
+
+
+def _fixed(helper: Helper) -> Fixed:
+    typed, unless = helper.typed, helper.dst_if_false
+    return Fixed(
+        typed.op,
+        typed.axis,
+        core.parse_axis_type(typed.src),
+        core.parse_axis_type(typed.dst),
+        None if unless is None else core.parse_axis_type(unless),
+    )
+
+
+@functools.cache
+def helpers() -> dict[str, Fixed]:
+    """The porting table (:mod:`spmd_stubs.core.megatron_table`, shared with ``spmd-migrate``) as typed operations.
+
+    Built when mypy first asks for a hook in :data:`~spmd_mypy.fullnames.MEGATRON_MODULE`,
+    not at import: most code bases call no Megatron helper.
+    """
+    from spmd_stubs.core.megatron_table import HELPERS
+
+    return {name: _fixed(helper) for name, helper in HELPERS.items()}
+
+
+def helper_hook(helper: Fixed) -> Callable[[FunctionContext], Type]:
+    """A Megatron mapping helper: its fixed typed operation on its input tensor."""
+
+    def hook(ctx: FunctionContext) -> Type:
+        args = arguments(ctx)
+        if "input_" not in args:
+            return ctx.default_return_type
+        dst = helper.dst
+        if helper.dst_without_output_grad is not None:
+            output_grad = flag(args.get("tensor_parallel_output_grad", (None, None))[0], True)
+            if output_grad is None:
+                return ctx.default_return_type
+            dst = dst if output_grad else helper.dst_without_output_grad
+        return typed_result(ctx, Request(helper.op, args["input_"][1], (helper.axis,), helper.src, dst, False))
+
+    return hook
+
+
+def helper_signature(ctx: FunctionSigContext) -> FunctionLike:
+    """The helper's input is judged by :func:`helper_hook`, not by its annotation."""
+    signature = ctx.default_signature
+    assert isinstance(signature, CallableType)
+    arg_types = [retype(ctx.api, t, None) if name == "input_" else t
+                 for name, t in zip(signature.arg_names, signature.arg_types)]
+    return signature.copy_modified(arg_types=arg_types)

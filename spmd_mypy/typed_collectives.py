@@ -1,0 +1,98 @@
+"""The typed collectives and casts: ``spmd_stubs.<op>(x, axis, src=, dst=, expert_mode=)``.
+
+Each call is the transition its arguments name (:mod:`spmd_mypy.transitions`);
+one whose axis, ``src``, ``dst`` or ``expert_mode`` is not written out
+keeps the type mypy inferred.  ``redistribute`` between partition specs,
+rather than on one axis, is :mod:`spmd_mypy.redistribute`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mypy.nodes import Expression, MemberExpr
+from mypy.plugin import FunctionContext
+from mypy.types import NoneType, Type
+
+from spmd_mypy import redistribute, report
+from spmd_mypy.annotations import AnnotationError, axes_of
+from spmd_mypy.call_arguments import Argument, arguments, bad_type_argument, flag, spmd_type_of
+from spmd_mypy.representation import members, spmd_members, tensor_instance
+from spmd_mypy.transitions import Request, typed_result
+from spmd_stubs import core
+from spmd_stubs.core import AxisType, Partial, SpmdTypeError
+
+IN_PLACE = {"all_reduce_": "all_reduce"}
+"""In-place forms -> the operation they write over their input: typed the same, on a target
+whose type the checker can still follow (:func:`_check_in_place_target`)."""
+
+TYPED_OPS = frozenset({*core.COLLECTIVES, *core.CASTS, "redistribute", *IN_PLACE})
+"""The members of ``spmd_stubs.collectives`` this module types."""
+
+
+def collective_hook(name: str) -> Callable[[FunctionContext], Type]:
+    """``spmd_stubs.<name>(x, axis, src=, dst=, expert_mode=)``."""
+    op = IN_PLACE.get(name, name)
+
+    def hook(ctx: FunctionContext) -> Type:
+        if op == "redistribute" and "axis" not in ctx.callee_arg_names:
+            return redistribute.between_specs(ctx)
+        args = arguments(ctx)
+        try:
+            request = _request(op, args)
+        except AnnotationError as error:
+            return bad_type_argument(ctx, error)
+        if request is None:
+            return ctx.default_return_type
+        if name in IN_PLACE:
+            _check_in_place_target(ctx, name, request, args["x"][0])
+        return typed_result(ctx, request)
+
+    return hook
+
+
+def _request(op: str, args: dict[str, Argument]) -> Request | None:
+    if "x" not in args or "axis" not in args or "dst" not in args:
+        return None
+    axes = axes_of(args["axis"][0])
+    dst = spmd_type_of(args["dst"][0])
+    src = spmd_type_of(args["src"][0]) if "src" in args else _default_source(op)
+    expert = flag(args.get("expert_mode", (None, None))[0], False)
+    if axes is None or src is None or dst is None or expert is None:
+        return None
+    return Request(op, args["x"][1], axes, src, dst, expert)
+
+
+def _default_source(op: str) -> AxisType | None:
+    """``src`` left out: P where the signature defaults it (all_reduce, reduce_scatter)."""
+    return Partial if op in core.IMPLICIT_PARTIAL else None
+
+
+def _check_in_place_target(ctx: FunctionContext, name: str, request: Request, target: Expression) -> None:
+    """``all_reduce_(x, ...)``: x keeps its type, as any tensor written in place (``spmd-inplace``).
+
+    Except a tensor's ``.grad``: read, it is the pending gradient whether or
+    not a sync wrote it (:func:`spmd_mypy.backward.grad_attribute`), as after
+    ``p.grad = all_reduce(p.grad, ...)``; the call's result has the synced
+    type.  (Another object's ``grad`` attribute keeps its declared type.)  An
+    untyped ``x`` has no type to keep.
+    """
+    if isinstance(target, MemberExpr) and target.name == "grad" and _a_tensor(ctx, target.expr):
+        return
+    for member in spmd_members(request.tensor):
+        for axis in request.axes:
+            written = member.get(axis) if member is not None else None
+            if written is None:
+                continue
+            try:
+                core.check_inplace(name, written, request.dst, axis)
+            except SpmdTypeError as error:
+                report.rule_error(ctx.api, ctx.context, error)
+
+
+def _a_tensor(ctx: FunctionContext, expr: Expression) -> bool:
+    """``expr`` is a tensor (each member of its union, None aside)."""
+    found = members(ctx.api.get_expression_type(expr))
+    return any(tensor_instance(m) is not None for m in found) and all(
+        tensor_instance(m) is not None or isinstance(m, NoneType) for m in found
+    )

@@ -34,10 +34,8 @@ from mypy.nodes import (
     AssignmentStmt,
     Block,
     CallExpr,
-    ClassDef,
     ComparisonExpr,
     Context,
-    Decorator,
     Expression,
     FloatExpr,
     ForStmt,
@@ -49,7 +47,6 @@ from mypy.nodes import (
     NameExpr,
     OpExpr,
     RefExpr,
-    Statement,
     UnaryExpr,
     WithStmt,
 )
@@ -57,7 +54,7 @@ from mypy.plugin import CheckerPluginInterface
 
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION
 from spmd_mypy.representation import contains_tensor
-from spmd_mypy.statements import statements_in
+from spmd_mypy.statements import functions_in, statements_in
 from spmd_stubs.core.torch_ops import GRADIENT_FREE_RESULTS, out_of_place
 
 NO_GRADIENT_DTYPES = frozenset(
@@ -184,18 +181,4 @@ def _decorators(function: FuncItem, api: CheckerPluginInterface) -> list[Express
     tree = getattr(api, "tree", None)
     if tree is None or not (isinstance(function, FuncDef) and function.is_decorated):
         return []
-    for decorator in _decorated(tree.defs):
-        if decorator.func is function:
-            return decorator.decorators
-    return []
-
-
-def _decorated(statements: list[Statement]) -> Iterator[Decorator]:
-    for statement in statements:
-        if isinstance(statement, Decorator):
-            yield statement
-            yield from _decorated(statement.func.body.body)
-        elif isinstance(statement, FuncDef):
-            yield from _decorated(statement.body.body)
-        elif isinstance(statement, ClassDef):
-            yield from _decorated(statement.defs.body)
+    return next((found.decorators for found in functions_in(tree.defs) if found.node is function), [])

@@ -1,10 +1,38 @@
-"""Walking a function's or a module's statements without mypy's (compiled, unsubclassable) traversers."""
+"""Walking a module's or a function's statements, in source order (mypy's traversers are compiled
+classes an interpreted one cannot extend; its collectors of every return and every subexpression,
+:func:`mypy.traverser.all_return_statements` and :func:`mypy.server.subexpr.get_subexpressions`,
+serve where they fit).
+
+Two depths:
+
+* one scope as it runs: :func:`statements_in` (and :func:`blocks_in`, block by
+  block) go into the control-flow statements' blocks, not into nested
+  functions or classes;
+* everything: :func:`walk` goes into functions, classes and overloads too,
+  and says which function each statement is written in; :func:`functions_in`
+  keeps the definitions.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
-from mypy.nodes import Block, ForStmt, IfStmt, MatchStmt, Statement, TryStmt, WhileStmt, WithStmt
+from mypy.nodes import (
+    Block,
+    ClassDef,
+    Decorator,
+    Expression,
+    ForStmt,
+    FuncDef,
+    IfStmt,
+    MatchStmt,
+    OverloadedFuncDef,
+    Statement,
+    TryStmt,
+    WhileStmt,
+    WithStmt,
+)
 
 
 def nested_blocks(statement: Statement) -> list[Block]:
@@ -24,8 +52,73 @@ def nested_blocks(statement: Statement) -> list[Block]:
 
 
 def statements_in(block: Block) -> Iterator[Statement]:
-    """The statements of ``block`` and of the control-flow blocks nested in it (not nested defs)."""
+    """The statements of ``block`` and of the control-flow blocks nested in it (not nested defs or classes),
+    each followed by those in its own blocks."""
     for statement in block.body:
         yield statement
         for inner in nested_blocks(statement):
             yield from statements_in(inner)
+
+
+def blocks_in(block: Block) -> Iterator[Block]:
+    """``block`` and the control-flow blocks nested in it (not those of nested defs or classes), outer first."""
+    yield block
+    for statement in block.body:
+        for inner in nested_blocks(statement):
+            yield from blocks_in(inner)
+
+
+@dataclass(frozen=True)
+class Function:
+    """A function definition as :func:`walk` finds it."""
+
+    node: FuncDef
+    decorators: list[Expression]
+    """Its decorators as mypy keeps them (``Decorator.decorators``), outermost first; empty where it has none."""
+    name: str
+    """Qualified by the classes and functions it is defined in: ``Block.forward``, ``outer.inner``."""
+    enclosing: Function | None
+    """The innermost function it is defined in (through classes and control flow); None at module level."""
+    overloaded: bool = False
+    """Whether it is an item or the implementation of an overloaded function (its callers see the items)."""
+
+
+@dataclass(frozen=True)
+class Visit:
+    """A statement as :func:`walk` finds it."""
+
+    statement: Statement
+    scope: Function | None
+    """The innermost function it is written in; None: the module's top level (a class body is in the scope
+    its class is defined in)."""
+    defines: Function | None = None
+    """The function it defines: a ``def``, decorated or not (an overload's items and implementation each)."""
+
+
+def walk(statements: list[Statement]) -> Iterator[Visit]:
+    """Every statement in ``statements`` and nested in them, each before those nested in it."""
+    return _walk(statements, None, "")
+
+
+def functions_in(statements: list[Statement]) -> Iterator[Function]:
+    """Every function defined in ``statements``, nested ones too, each before those defined in it."""
+    return (visit.defines for visit in walk(statements) if visit.defines is not None)
+
+
+def _walk(statements: list[Statement], scope: Function | None, prefix: str, overloaded: bool = False,
+          ) -> Iterator[Visit]:
+    for statement in statements:
+        if isinstance(statement, (FuncDef, Decorator)):
+            node, decorators = (statement.func, statement.decorators) if isinstance(statement, Decorator) else (
+                statement, [])
+            function = Function(node, decorators, prefix + node.name, scope, overloaded)
+            yield Visit(statement, scope, function)
+            yield from _walk(node.body.body, function, f"{function.name}.")
+            continue
+        yield Visit(statement, scope)
+        if isinstance(statement, OverloadedFuncDef):
+            yield from _walk([*statement.items, *([statement.impl] if statement.impl else [])], scope, prefix, True)
+        elif isinstance(statement, ClassDef):
+            yield from _walk(statement.defs.body, scope, f"{prefix}{statement.name}.")
+        for block in nested_blocks(statement):
+            yield from _walk(block.body, scope, prefix)

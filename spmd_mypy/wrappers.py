@@ -27,16 +27,15 @@ value's type, so the rest of the check is as without it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 
 from mypy.nodes import (
     ARG_POS,
     FUNC_NO_INFO,
     AssignmentStmt,
+    Block,
     CallExpr,
-    ClassDef,
     Context,
-    Decorator,
     Expression,
     FuncDef,
     LambdaExpr,
@@ -44,7 +43,6 @@ from mypy.nodes import (
     MypyFile,
     NameExpr,
     ReturnStmt,
-    Statement,
     TempNode,
     TypeInfo,
     Var,
@@ -58,7 +56,7 @@ from mypy.types import AnyType, CallableType, Type, TypeOfAny, get_proper_type
 
 from spmd_mypy.build_state import state_of
 from spmd_mypy.fullnames import ASSIGNED, CALLED_VALUE, RETURNED
-from spmd_mypy.statements import nested_blocks, statements_in
+from spmd_mypy.statements import functions_in, statements_in
 
 
 @dataclass(frozen=True)
@@ -133,10 +131,12 @@ def schedule(analyzer: SemanticAnalyzer, wrapping: Wrapping) -> None:
 
 
 def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wrapping: Wrapping) -> None:
-    # mypy's traversers are compiled traits an interpreted class cannot extend; its compiled
-    # collectors (every return of a function, every subexpression of a node) do the walk.
-    functions = list(_functions(tree.defs))
-    for function in functions:
+    # the statements are walked by spmd_mypy.statements; the expressions in them are found by mypy's
+    # compiled collectors (every return of a function, every subexpression of a node).
+    defined = list(functions_in(tree.defs))
+    functions = [function.node for function in defined]
+    # an overloaded function's callers see its items' declared returns, not its implementation's
+    for function in (found.node for found in defined if not found.overloaded):
         if wrapping.returns(function):
             for returned in own_returns(function):
                 if returned.expr is not None and not marked(returned.expr, RETURNED):
@@ -153,20 +153,13 @@ def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wrapping: Wrapping) -> Non
                 if id(call) not in inner and not marked(call, CALLED_VALUE) and calls_a_value(call.callee, owner):
                     _wrap_in_place(call, analyzer)
     if wrapping.assigned_to is not None:
-        blocks = [(None, tree.defs), *((_class_of(function), function.body.body) for function in functions)]
+        blocks = [(None, Block(tree.defs)), *((_class_of(function), function.body) for function in functions)]
         for owner, block in blocks:
-            for statement in (s for top in block for s in _with_nested(top)):
+            for statement in statements_in(block):
                 if isinstance(statement, AssignmentStmt) and not marked(statement.rvalue, ASSIGNED):
                     target = _declared_target(statement, owner, wrapping.assigned_to)
                     if target is not None:
                         statement.rvalue = wrapped(statement.rvalue, ASSIGNED, analyzer, target)
-
-
-def _with_nested(statement: Statement) -> Iterator[Statement]:
-    """``statement`` and those in its control-flow blocks (not in nested functions)."""
-    yield statement
-    for block in nested_blocks(statement):
-        yield from statements_in(block)
 
 
 def _class_of(function: FuncDef) -> TypeInfo | None:
@@ -187,21 +180,6 @@ def _declared_target(statement: AssignmentStmt, owner: TypeInfo | None, wraps: C
     symbol = owner.get(target.name)
     declared = symbol.node.type if symbol is not None and isinstance(symbol.node, Var) else None
     return f"self.{target.name}" if declared is not None and wraps(declared) else None
-
-
-def _functions(statements: list[Statement]) -> Iterator[FuncDef]:
-    """Every function and method defined in ``statements``, nested ones too."""
-    for statement in statements:
-        if isinstance(statement, Decorator):
-            statement = statement.func
-        if isinstance(statement, FuncDef):
-            yield statement
-            yield from _functions(statement.body.body)
-        elif isinstance(statement, ClassDef):
-            yield from _functions(statement.defs.body)
-        else:
-            for block in nested_blocks(statement):
-                yield from _functions(block.body)
 
 
 def own_returns(function: FuncDef) -> list[ReturnStmt]:

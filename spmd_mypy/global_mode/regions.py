@@ -12,14 +12,10 @@ global def's returned values come from, for :mod:`.boundaries`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 from mypy.nodes import (
     AssignmentStmt,
-    Block,
     CallExpr,
-    ClassDef,
-    Decorator,
     Expression,
     FuncDef,
     FuncItem,
@@ -28,7 +24,6 @@ from mypy.nodes import (
     ImportFrom,
     MypyFile,
     NameExpr,
-    OverloadedFuncDef,
     RefExpr,
     ReturnStmt,
     Statement,
@@ -39,7 +34,7 @@ from mypy.plugin import CheckerPluginInterface
 from spmd_mypy.annotations import AnnotationError, axes_of
 from spmd_mypy.build_state import state_of
 from spmd_mypy.fullnames import GLOBAL_SPMD, LOCAL_MAP
-from spmd_mypy.statements import nested_blocks
+from spmd_mypy.statements import Function, blocks_in, functions_in
 
 REGIONS = (GLOBAL_SPMD, LOCAL_MAP)
 NONE: frozenset[str] = frozenset()
@@ -77,7 +72,7 @@ def modes_of(api: object, tree: MypyFile) -> Modes:
     if cached is None or cached.tree is not tree:
         cached = Modes(tree)
         if _imports_spmd_stubs(tree):
-            _walk(tree.defs, NONE, cached, None)
+            _record_modes(tree, cached)
         modes[tree.fullname] = cached
     return cached
 
@@ -96,18 +91,35 @@ def _imports_spmd_stubs(tree: MypyFile) -> bool:
     return False
 
 
-def _walk(body: Iterable[Statement], axes: frozenset[str], modes: Modes, owner: FuncDef | None) -> None:
-    for statement in body:
-        for func, inner, decorated in _defs_in(statement, axes, modes):
-            modes.by_def[id(func)] = inner
-            if inner:
-                _scan_returns(func, func.body.body, modes)
-            _walk(func.body.body, inner, modes, func)
-        for block in _blocks(statement):
-            _walk(block.body, axes, modes, owner)
+def _record_modes(tree: MypyFile, modes: Modes) -> None:
+    """Record the axes global in each def's body, the regions, and a global def's returned values."""
+    for function in functions_in(tree.defs):
+        outer = modes.by_def[id(function.enclosing.node)] if function.enclosing is not None else NONE
+        inner = _axes_in(function, outer, modes)
+        modes.by_def[id(function.node)] = inner
+        if inner:
+            _scan_returns(function.node, modes)
 
 
-def _scan_returns(func: FuncDef, body: list[Statement], modes: Modes) -> None:
+def _axes_in(function: Function, outer: frozenset[str], modes: Modes) -> frozenset[str]:
+    """The axes global in ``function``'s body: ``outer``'s, changed by its region decorators (each
+    recorded as a region), innermost first so that the outermost wins."""
+    inner = set(outer)
+    regions = [(decorator, _region_call(decorator)) for decorator in function.decorators]
+    for _, region in reversed(regions):
+        if region is not None:
+            fullname, region_axes = region
+            if fullname == GLOBAL_SPMD:
+                inner |= region_axes
+            else:
+                inner -= region_axes
+    for decorator, region in regions:
+        if region is not None:
+            modes.regions[id(decorator)] = Region(function.node, frozenset(inner))
+    return frozenset(inner)
+
+
+def _scan_returns(func: FuncDef, modes: Modes) -> None:
     """Record where ``func``'s return values come from (it is global on some axis).
 
     mypy checks function bodies after the decorators are applied, so a
@@ -117,22 +129,26 @@ def _scan_returns(func: FuncDef, body: list[Statement], modes: Modes) -> None:
     is checked against its declared type.
     """
     params = {arg.variable.name for arg in func.arguments}
-    for index, statement in enumerate(body):
-        if isinstance(statement, ReturnStmt) and statement.expr is not None:
-            items = statement.expr.items if isinstance(statement.expr, TupleExpr) else [statement.expr]
-            tupled = isinstance(statement.expr, TupleExpr)
-            for position, item in enumerate(items):
-                slot = position if tupled else None
-                modes.returned[id(item)] = (func, slot)
-                if isinstance(item, NameExpr):
-                    source = _last_assignment(body[:index], item.name)
-                    if source is not None:
-                        modes.returned[id(source)] = (func, slot)
-                    elif item.name in params:
-                        modes.returned_params.setdefault(id(func), []).append((item, item.name, slot))
-        elif not isinstance(statement, (FuncDef, Decorator, ClassDef, OverloadedFuncDef)):
-            for block in _blocks(statement):
-                _scan_returns(func, block.body, modes)
+    for block in blocks_in(func.body):
+        for index, statement in enumerate(block.body):
+            if isinstance(statement, ReturnStmt) and statement.expr is not None:
+                _record_return(func, statement.expr, block.body[:index], params, modes)
+
+
+def _record_return(func: FuncDef, returned: Expression, before: list[Statement], params: set[str],
+                   modes: Modes) -> None:
+    """``return returned`` in ``func``, after the statements ``before`` of its block."""
+    tupled = isinstance(returned, TupleExpr)
+    items = returned.items if isinstance(returned, TupleExpr) else [returned]
+    for position, item in enumerate(items):
+        slot = position if tupled else None
+        modes.returned[id(item)] = (func, slot)
+        if isinstance(item, NameExpr):
+            source = _last_assignment(before, item.name)
+            if source is not None:
+                modes.returned[id(source)] = (func, slot)
+            elif item.name in params:
+                modes.returned_params.setdefault(id(func), []).append((item, item.name, slot))
 
 
 def _last_assignment(before: list[Statement], name: str) -> Expression | None:
@@ -142,38 +158,6 @@ def _last_assignment(before: list[Statement], name: str) -> Expression | None:
             if isinstance(target, NameExpr) and target.name == name:
                 return statement.rvalue
     return None
-
-
-def _defs_in(statement: Statement, axes: frozenset[str], modes: Modes) -> Iterator[tuple[FuncDef, frozenset[str], bool]]:
-    """The defs a statement makes, with the axes global in each and whether a region decorator marks it."""
-    if isinstance(statement, OverloadedFuncDef):
-        for item in statement.items:
-            yield from _defs_in(item, axes, modes)
-        if statement.impl is not None:
-            yield from _defs_in(statement.impl, axes, modes)
-    elif isinstance(statement, Decorator):
-        inner, decorated = set(axes), False
-        for decorator in reversed(statement.decorators):  # innermost first; the outermost wins
-            region = _region_call(decorator)
-            if region is None:
-                continue
-            fullname, region_axes = region
-            decorated = True
-            if fullname == GLOBAL_SPMD:
-                inner |= region_axes
-            else:
-                inner -= region_axes
-        if decorated:
-            for decorator in statement.decorators:
-                if _region_call(decorator) is not None:
-                    modes.regions[id(decorator)] = Region(statement.func, frozenset(inner))
-        yield statement.func, frozenset(inner), decorated
-    elif isinstance(statement, FuncDef):
-        yield statement, axes, False
-
-
-def _blocks(statement: Statement) -> list[Block]:
-    return [statement.defs] if isinstance(statement, ClassDef) else nested_blocks(statement)
 
 
 def _region_call(decorator: Expression) -> tuple[str, frozenset[str]] | None:

@@ -66,3 +66,9 @@ def indices_and_samples(out: Tensor[V@tp], x: Tensor[I@tp], edges: Tensor[I@tp])
     reveal_type(out * torch.multinomial(x, 1))  # N: Tensor[V@tp]
     reveal_type(out * x.bernoulli_())  # N: Tensor[V@tp]
     reveal_type(torch.randint_like(x, 10))  # N: Tensor[Any]
+
+
+if torch.cuda.is_available():
+    @torch.no_grad()
+    def clip_where_defined_under_a_condition(g: Tensor[V@tp], coef: Tensor[I@tp]) -> None:
+        g.mul_(coef)

@@ -1,5 +1,5 @@
 """Strict mode: every place a typed value's SPMD type is lost is spmd-untyped-boundary, named by its kind."""
-from typing import Any
+from typing import Any, overload
 
 import torch
 import torch.nn.functional as F
@@ -102,3 +102,15 @@ class Attention(torch.nn.Module):
         explicit(q)
         kernel = flash_attn_func
         kernel(q)  # E: spmd-untyped-boundary `kernel` takes Tensor[S(1)@tp], lost at an untyped third-party call
+
+
+@overload
+def overloaded(x: Tensor[V@tp]) -> Tensor[V@tp]: ...
+@overload
+def overloaded(x: int) -> int: ...
+def overloaded(x: Tensor[V@tp] | int) -> torch.Tensor | int:
+    """Callers see the items' returns, so the implementation's plain one loses nothing; its body is checked."""
+    if isinstance(x, int):
+        return x
+    y: torch.Tensor = F.relu(x)  # E: spmd-untyped-boundary `y` is declared with a plain torch.Tensor type
+    return F.relu(x)

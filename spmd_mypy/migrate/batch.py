@@ -1,13 +1,20 @@
-"""Many files at once: the codemod over a process pool, and progress on stderr.
+"""Many files at once: the codemod over a process pool, each file's outcome, and progress on stderr.
 
 Each file is migrated on its own (the codemod reads nothing but the file,
 its module name, the overlays and the group declarations), so files go to
 worker processes and come back in the order they were given: the diff, the
 site list and the files written are the same whatever the number of jobs.
+
+A file runs through libcst's per-file runner (``libcst.codemod.transform_module``),
+which turns whatever goes wrong in it into a ``TransformFailure``: a file
+that does not parse, or whose overlay entries went stale, comes back as a
+:class:`Failure` that names the line and the reason, and the other files
+are migrated all the same.
 """
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import os
 import sys
@@ -16,13 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence, TextIO
 
+import libcst as cst
+from libcst.codemod import TransformExit, TransformFailure, TransformSuccess, transform_module
+
 from spmd_mypy import config
-from spmd_mypy.migrate.engine import migrate_source
+from spmd_mypy.migrate.engine import FileMigration, module_context
+from spmd_mypy.migrate.files import read_source
 from spmd_mypy.migrate.names import module_of_path
-from spmd_mypy.migrate.overlay import ModuleOverlay, apply_overlay
+from spmd_mypy.migrate.overlay import ModuleOverlay, OverlayError
 from spmd_mypy.migrate.transformer import Report
 
-__all__ = ["Job", "Options", "Progress", "default_jobs", "transformed"]
+__all__ = ["Job", "Options", "Failure", "Outcome", "Progress", "default_jobs", "transformed"]
 
 FILES_PER_WORKER = 4
 """A worker starts a Python and imports libcst (about a second): fewer files than this each run in one process."""
@@ -57,16 +68,67 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def transform(job: Job, options: Options) -> tuple[str, str, Report]:
-    """One file: its text, the migrated text, and what the codemod did."""
-    original = job.source.read_text()
+@dataclass(frozen=True)
+class Failure:
+    """Why a file was left as it was: ``reason``, at ``line`` where one is to blame.
+
+    ``traceback`` is set only for an error of the codemod itself (a bug to
+    report), not for what is wrong with the file.
+    """
+
+    reason: str
+    line: int | None = None
+    traceback: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One file: its text, the migrated text (the same text where it failed), what was done, or why it failed."""
+
+    original: str
+    code: str
+    report: Report
+    failure: Failure | None = None
+
+
+def _syntax_error(text: str, error: cst.ParserSyntaxError) -> Failure:
+    """Where Python's parser puts the error, with its message (``'(' was never closed``); libcst's
+    points at the token it stopped on, often a line later.  Code Python parses and libcst does not
+    gets libcst's."""
+    try:
+        ast.parse(text)
+    except SyntaxError as python_error:
+        return Failure(f"syntax error: {python_error.msg}", python_error.lineno)
+    except ValueError:  # null bytes, which Python 3.11 reports so
+        pass
+    return Failure(f"libcst cannot parse it: {error.message}", error.raw_line)
+
+
+def _failure(failed: TransformFailure, text: str) -> Failure:
+    if isinstance(failed.error, cst.ParserSyntaxError):
+        return _syntax_error(text, failed.error)
+    if isinstance(failed.error, OverlayError):
+        return Failure(str(failed.error))
+    return Failure(f"internal error: {type(failed.error).__name__}: {failed.error}", traceback=failed.traceback_str)
+
+
+def transform(job: Job, options: Options) -> Outcome:
+    """One file through libcst's per-file runner: its text, the migrated text and what the codemod did."""
+    try:
+        original = read_source(job.source)
+    except (OSError, UnicodeDecodeError, SyntaxError) as error:  # SyntaxError: a bad coding line
+        return Outcome("", "", Report(), Failure(f"cannot read it: {error}"))
     module = module_of_path(job.source, options.roots)
-    code = original
-    if module in options.overlays:
-        code = apply_overlay(code, module, options.overlays[module])
-    result = migrate_source(code, module, is_package=job.source.name == "__init__.py",
-                            replicated_dst=options.replicated_dst, groups=options.groups)
-    return original, result.code, result.report
+    migration = FileMigration(module_context(module, is_package=job.source.name == "__init__.py"),
+                              overlay=options.overlays.get(module), replicated_dst=options.replicated_dst,
+                              groups=options.groups)
+    result = transform_module(migration, original)
+    if isinstance(result, TransformExit):  # libcst's runner caught a Ctrl-C: stop, as without it
+        raise KeyboardInterrupt
+    if isinstance(result, TransformFailure):
+        return Outcome(original, original, Report(), _failure(result, original))
+    assert isinstance(result, TransformSuccess)  # the migration never skips a file
+    return Outcome(original, result.code, migration.report)
 
 
 _WORKER_OPTIONS: list[Options] = []
@@ -76,16 +138,12 @@ def _start_worker(options: Options) -> None:
     _WORKER_OPTIONS.append(options)
 
 
-def _transform_in_worker(job: Job) -> tuple[str, str, Report]:
+def _transform_in_worker(job: Job) -> Outcome:
     return transform(job, _WORKER_OPTIONS[0])
 
 
-def transformed(jobs: Sequence[Job], options: Options, processes: int) -> Iterator[tuple[str, str, Report]]:
-    """``transform`` of every job, in order, over up to ``processes`` worker processes.
-
-    An error of one file (a bad overlay entry) is raised here, as it is
-    without workers; the pool stops with it.
-    """
+def transformed(jobs: Sequence[Job], options: Options, processes: int) -> Iterator[Outcome]:
+    """``transform`` of every job, in order, over up to ``processes`` worker processes."""
     workers = min(processes, len(jobs) // FILES_PER_WORKER)
     if workers <= 1:
         yield from (transform(job, options) for job in jobs)

@@ -10,13 +10,17 @@ command only prints a diff (``a/`` and ``b/`` prefixes, as ``git apply``
 takes it) on stdout: nothing is written unless asked.  The list of sites,
 progress and the summary go to stderr.  ``--check`` prints the same diff and
 exits 1 when a file would change, 0 when none would.  Files are migrated
-in ``-j N`` worker processes (default: one per core).  With
-``--output-dir`` every PATH is copied under DIR (a directory PATH keeps its
-own name, so ``spmd-migrate --output-dir out site-packages/fairscale`` writes
-``out/fairscale/...``) and the copies are migrated; the originals are never
-touched.  Module names (for relative imports and overlays) come from the
-path below a ``--root`` (needed for namespace packages such as
-``megatron``), else from the ``__init__.py`` files around each original.
+in ``-j N`` worker processes (default: one per core); a file that cannot
+be migrated (it does not parse, its overlay entries went stale) is named
+with the line and the reason, the others are migrated all the same, and the
+exit status is 2.  With ``--output-dir`` every PATH is copied under DIR,
+keeping its path below the directory the PATHs' packages share (so
+``spmd-migrate --output-dir out site-packages/fairscale`` writes
+``out/fairscale/...``, and ``out src/pkg/a.py`` writes ``out/pkg/a.py``), and
+the copies are migrated; the originals are never touched.  Module names
+(for relative imports and overlays) come from the path below a ``--root``
+(needed for namespace packages such as ``megatron``), else from the
+``__init__.py`` files around each original.
 The mesh axis of a ``group=`` comes from the checker's ``[spmd_mypy] groups``
 declaration in ``--config-file``, or in the config file mypy would find
 from the current directory; the codemod's name guesses fill in the rest.
@@ -29,14 +33,15 @@ mypy with the plugin infers (:mod:`.infer`), into the sources or, with
 from __future__ import annotations
 
 import argparse
-import difflib
+import os
 import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from spmd_mypy import config
-from spmd_mypy.migrate.batch import Job, Options, Progress, default_jobs, transformed
+from spmd_mypy.migrate.batch import Failure, Job, Options, Progress, default_jobs, transformed
+from spmd_mypy.migrate.files import output_base, rewrite_source, unified_diff
 from spmd_mypy.migrate.overlay import OverlayError, load_overlays
 from spmd_mypy.migrate.transformer import Report
 from spmd_mypy.versions import package_version
@@ -51,36 +56,37 @@ def _python_files(path: Path) -> list[Path]:
     return sorted(path.rglob("*.py")) if path.is_dir() else [path]
 
 
-def _jobs(paths: Sequence[Path], output_dir: Path | None) -> list[Job]:
-    jobs = []
-    for root in paths:
-        for file in _python_files(root):
-            if output_dir is None:
-                destination = file
-            elif root.is_dir():
-                destination = output_dir / root.name / file.relative_to(root)
-            else:
-                destination = output_dir / file.name
-            jobs.append(Job(file, destination))
-    return jobs
+def _copied(path: Path, output_dir: Path, base: Path) -> Path:
+    """Where ``--output-dir`` puts the copy of ``path``: its path below ``base``, under ``output_dir``."""
+    return output_dir / Path(os.path.abspath(path)).relative_to(base)
 
 
-def _copy_tree(paths: Sequence[Path], output_dir: Path) -> None:
-    """Copy every PATH whole (data files and all), so a copied package still imports."""
-    for root in paths:
-        if root.is_dir():
-            shutil.copytree(root, output_dir / root.name, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+def _jobs(args: argparse.Namespace) -> list[Job]:
+    """Every Python file of the PATHs, and where its migrated text goes (itself, or its copy)."""
+    files = [file for path in args.paths for file in _python_files(path)]
+    if args.output_dir is None:
+        return [Job(file, file) for file in files]
+    base = output_base(args.paths, args.root)
+    return [Job(file, _copied(file, args.output_dir, base)) for file in files]
+
+
+def _copy_tree(args: argparse.Namespace) -> None:
+    """Copy every PATH whole (data files and all) under ``--output-dir``, so a copied package still imports."""
+    base = output_base(args.paths, args.root)
+    for path in args.paths:
+        copy = _copied(path, args.output_dir, base)
+        if path.is_dir():
+            shutil.copytree(path, copy, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
         else:
-            output_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(root, output_dir / root.name)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, copy)
 
 
 def _group_declarations(config_file: Path | None) -> config.GroupDeclarations:
     """``[spmd_mypy] groups`` of the config file given, else of the one mypy would read here."""
     if config_file is not None and not config_file.is_file():
         raise config.ConfigError(f"no such config file: {config_file}")
-    found = str(config_file) if config_file is not None else config.find_config_file(Path.cwd())
+    found = str(config_file) if config_file is not None else config.find_config_file()
     return config.load(found).groups
 
 
@@ -130,7 +136,7 @@ def _infer(args: argparse.Namespace) -> int:
 
     config_file = args.config_file
     if config_file is None:
-        found = config.find_config_file(Path.cwd())
+        found = config.find_config_file()
         config_file = Path(found) if found else None
     try:
         result = infer(args.paths, config_file, args.cache_dir)
@@ -144,13 +150,13 @@ def _infer(args: argparse.Namespace) -> int:
         args.write_overlay.write_text(overlay_toml(result.overlays()))
         changed = []
     elif args.output_dir is not None:
-        _copy_tree(args.paths, args.output_dir)
-        for job in _jobs(args.paths, args.output_dir):
+        _copy_tree(args)
+        for job in _jobs(args):
             if job.source.resolve() in changed:
-                job.destination.write_text(result.texts[job.source.resolve()])
+                rewrite_source(job.destination, result.texts[job.source.resolve()])
     elif args.in_place:
         for path in changed:
-            path.write_text(result.texts[path])
+            rewrite_source(path, result.texts[path])
     else:
         for path in changed:
             _print_diff(result.originals[path], result.texts[path], path)
@@ -173,9 +179,7 @@ def _print_diff(original: str, code: str, path: Path) -> None:
     Paths are relative to the current directory; one outside it is written
     from the root (``a/tmp/x.py``: ``patch -p1`` applies it from ``/``).
     """
-    shown = _shown_path(path).as_posix().lstrip("/")
-    sys.stdout.writelines(difflib.unified_diff(
-        original.splitlines(keepends=True), code.splitlines(keepends=True), fromfile=f"a/{shown}", tofile=f"b/{shown}"))
+    sys.stdout.writelines(unified_diff(original, code, _shown_path(path).as_posix().lstrip("/")))
     sys.stdout.flush()
 
 
@@ -197,37 +201,48 @@ def _print_inference(result: "Inference") -> None:
         print(f"{todo.file}: todo: {todo.target.describe()}: {todo.text()}", file=sys.stderr)
 
 
+def _print_failure(path: Path, failure: Failure) -> None:
+    """``path:line: failed: reason`` on stderr (the traceback too, for an error of the codemod itself)."""
+    place = f"{path}:{failure.line}" if failure.line is not None else str(path)
+    print(f"{place}: failed: {failure.reason}", file=sys.stderr)
+    if failure.traceback:
+        print(failure.traceback.rstrip("\n"), file=sys.stderr)
+
+
 def _migrate(args: argparse.Namespace, options: Options) -> int:
-    """The codemod over every file: write or print each change, list the sites, and sum up."""
+    """The codemod over every file: write or print each change, list the sites and the failures, and sum up."""
     if args.output_dir is not None:
-        _copy_tree(args.paths, args.output_dir)
-    jobs = _jobs(args.paths, args.output_dir)
+        _copy_tree(args)
+    jobs = _jobs(args)
     totals = Report()
-    changed_files = 0
+    changed_files = failed_files = 0
     progress = Progress(len(jobs), enabled=not args.quiet)
-    try:
-        for job, (original, code, report) in zip(jobs, transformed(jobs, options, args.jobs)):
-            totals.findings.extend(report.findings)
-            if not args.quiet and report.findings:
+    for job, outcome in zip(jobs, transformed(jobs, options, args.jobs)):
+        totals.findings.extend(outcome.report.findings)
+        if outcome.failure is not None:
+            failed_files += 1
+            progress.clear()
+            _print_failure(job.source, outcome.failure)
+        if not args.quiet and outcome.report.findings:
+            progress.clear()
+            for finding in outcome.report.findings:
+                print(f"{job.source}:{finding.line}: {finding.kind}: {finding.message}", file=sys.stderr)
+        if outcome.code != outcome.original:
+            changed_files += 1
+            if args.in_place or args.output_dir is not None:
+                rewrite_source(job.destination, outcome.code)
+            else:
                 progress.clear()
-                for finding in report.findings:
-                    print(f"{job.source}:{finding.line}: {finding.kind}: {finding.message}", file=sys.stderr)
-            if code != original:
-                changed_files += 1
-                if args.in_place or args.output_dir is not None:
-                    job.destination.write_text(code)
-                else:
-                    progress.clear()
-                    _print_diff(original, code, job.source)
-            progress.step()
-    except OverlayError as err:
-        progress.clear()
-        print(f"spmd-migrate: {err}", file=sys.stderr)
-        return 2
+                _print_diff(outcome.original, outcome.code, job.source)
+        progress.step()
     progress.clear()
     print(f"spmd-migrate: {totals.rewritten} calls rewritten, {totals.todos} TODOs, "
           f"{totals.skipped} collectives inside autograd Functions left as is, "
           f"{changed_files} files changed", file=sys.stderr)
+    if failed_files:
+        print(f"spmd-migrate: {failed_files} files failed (named above) and were left as they were; "
+              f"the others were migrated", file=sys.stderr)
+        return 2
     return _check_status(args, changed_files)
 
 

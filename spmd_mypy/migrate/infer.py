@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from spmd_mypy.migrate.files import read_source
 from spmd_mypy.migrate.infer_evidence import Evidence, gather
 from spmd_mypy.migrate.infer_rules import RETURN, Proposal, Target, Todo, propose
 from spmd_mypy.migrate.infer_writer import TODO_PREFIX, as_overlay, write
@@ -84,6 +85,16 @@ def line_map(old: str, new: str) -> dict[int, int]:
             for offset in range(i2 - i1):
                 mapping[i1 + offset + 1] = j1 + offset + 1
     return mapping
+
+
+def _line_mover(old: dict[Path, str], new: dict[Path, str]) -> Callable[[str, int], int]:
+    """``(file, line of old[file])`` -> the same line in ``new[file]`` (unmoved where the edit rewrote it)."""
+    maps = {path: line_map(old[path], new[path]) for path in new if old[path] != new[path]}
+
+    def moved(file: str, line: int) -> int:
+        return maps.get(Path(file).resolve(), {}).get(line, line)
+
+    return moved
 
 
 def _is_rejection(diagnostic: Diagnostic) -> bool:
@@ -148,10 +159,16 @@ class _Loop:
             rejected = _new_rejections(run, texts, new_run, new_texts)
             if not rejected:
                 self.result.written.extend(candidates)
+                self.follow(_line_mover(texts, new_texts))
                 return new_run, new_texts, True
             owners = self.owners(candidates, rejected)
             candidates = [p for p in candidates if p not in owners]
         return run, texts, False
+
+    def follow(self, moved: Callable[[str, int], int]) -> None:
+        """Move the lines the TODOs name with an edit: a TODO names lines of the text it is written into."""
+        self.blocked = {target: todo.moved(moved) for target, todo in self.blocked.items()}
+        self.todos = {target: todo.moved(moved) for target, todo in self.todos.items()}
 
     def owners(self, candidates: list[Proposal], rejected: list[Diagnostic]) -> list[Proposal]:
         """The candidates a rejection falls on (all of them where it falls on none), now blocked."""
@@ -192,7 +209,7 @@ def infer(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
     """
     first = check(paths, config_file, cache_dir)
     modules = {Path(tree.path).resolve(): module for module, tree in first.trees.items()}
-    originals = {path: path.read_text() for path in modules}
+    originals = {path: read_source(path) for path in modules}
     loop = _Loop(paths, config_file, cache_dir,
                  Inference(originals, dict(originals), modules, before=first.diagnostics, runs=1))
     loop.left_to_user = _left_to_user(originals.values())
@@ -216,13 +233,7 @@ def _with_todos(texts: dict[Path, str], modules: dict[Path, str], todos: list[To
         return {path: write(text, modules[path], [], [t for t in todos if t.target.module == modules[path]], moved=moved)
                 for path, text in texts.items()}
 
-    first = written(None)
-    maps = {path: line_map(texts[path], first[path]) for path in texts}
-
-    def moved(file: str, line: int) -> int:
-        return maps.get(Path(file).resolve(), {}).get(line, line)
-
-    return written(moved)
+    return written(_line_mover(texts, written(None)))
 
 
 def _toml_type(annotation: SpmdType | SpmdTuple | SpmdChoice) -> str:

@@ -20,7 +20,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from mypy.types import AnyType, NoneType, Type, get_proper_type
@@ -78,6 +78,10 @@ class Todo:
             line = moved(path, line) if moved is not None else line
             named.append(f"line {line}" if path == self.file else f"{path}:{line}")
         return self.message.format(*named)
+
+    def moved(self, moved: Callable[[str, int], int]) -> "Todo":
+        """The same TODO, the lines of its places ``moved`` (to the lines of an edited text)."""
+        return replace(self, places=tuple((path, moved(path, line)) for path, line in self.places))
 
 
 def _known(typ: Type | None) -> TensorType | None:

@@ -4,7 +4,10 @@ Parameters and returns are written as an overlay would write them
 (:mod:`.overlay`).  An attribute is declared the way its class already
 declares tensor attributes: at class level (``weight: Tensor[I@tp]``) if
 the class has such declarations, else on its first ``self.NAME = value``
-(``self.NAME: Tensor[I@tp] = value``).  The imports the annotations need
+(``self.NAME: Tensor[I@tp] = value``).  Each is spelled the way the module
+spells its own annotations (:mod:`.spelling`): ``Tensor[I@tp]``, or
+``Tensor[I[tp]]`` and ``Tensor[Sharded[Literal[0], tp]]`` in a module kept
+readable by pyright and ty.  The imports the annotations need
 (``from spmd_stubs import Tensor, I``, ``from spmd_stubs.axes import tp``)
 are added, merged with those that exist.  A TODO is a comment line above
 the function (or class) it concerns, never written twice.
@@ -16,10 +19,10 @@ from typing import Callable, Sequence, TypeVar
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
-from libcst.codemod.visitors import AddImportsVisitor
 
 from spmd_mypy.migrate.infer_rules import Proposal, Todo
-from spmd_mypy.migrate.overlay import ModuleOverlay, OverlayCommand, SpmdType
+from spmd_mypy.migrate.overlay import ModuleOverlay, OverlayCommand, SpmdType, add_imports
+from spmd_mypy.migrate.spelling import Spelling, spelling_of
 
 __all__ = ["TODO_PREFIX", "write", "as_overlay"]
 
@@ -48,8 +51,12 @@ class _SelfAttributes(VisitorBasedCodemodCommand):
     def __init__(self, context: CodemodContext, declared: dict[str, SpmdType]) -> None:
         super().__init__(context)
         self.declared = dict(declared)
+        self.spelling = Spelling.AT
         self._path: list[str] = []
         self._self: list[str | None] = []
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.spelling = spelling_of(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._path.append(node.name.value)
@@ -79,17 +86,9 @@ class _SelfAttributes(VisitorBasedCodemodCommand):
         spmd_type = self.declared.pop(key, None)
         if spmd_type is None:
             return updated_node
-        _use(self.context, spmd_type)
-        return cst.AnnAssign(target=target, annotation=cst.Annotation(cst.parse_expression(spmd_type.annotation())),
-                             value=updated_node.value)
-
-
-def _use(context: CodemodContext, spmd_type: SpmdType) -> None:
-    names, axes = spmd_type.imports()
-    for name in sorted(names):
-        AddImportsVisitor.add_needed_import(context, "spmd_stubs", name)
-    for axis in sorted(axes):
-        AddImportsVisitor.add_needed_import(context, "spmd_stubs.axes", axis)
+        add_imports(self.context, spmd_type, self.spelling)
+        annotation = cst.Annotation(cst.parse_expression(spmd_type.annotation(self.spelling)))
+        return cst.AnnAssign(target=target, annotation=annotation, value=updated_node.value)
 
 
 _Definition = TypeVar("_Definition", cst.FunctionDef, cst.ClassDef)

@@ -3,7 +3,8 @@
 For third-party code nobody here maintains (fairscale, megatron-core): an
 overlay file names functions, parameters and attributes and gives their
 SPMD types; :class:`OverlayCommand` writes them into the module as
-annotations, so the plugin checks the copy.  The format (TOML)::
+annotations, spelled the way the module spells its own (:mod:`.spelling`),
+so the plugin checks the copy.  The format (TOML)::
 
     [modules."fairscale.nn.model_parallel.layers".functions]
     "ColumnParallelLinear.forward" = { input_ = "I@tp", return = ["I@tp", "S(-1)@tp"] }
@@ -39,11 +40,12 @@ import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor
 
+from spmd_mypy.migrate.spelling import Spelling, imports_of, spelled, spelling_of
 from spmd_stubs import core
 
 __all__ = [
     "OverlayError", "SpmdType", "SpmdTuple", "ModuleOverlay", "load_overlays", "shipped_overlays", "overlay_file",
-    "OverlayCommand", "apply_overlay",
+    "OverlayCommand", "add_imports", "apply_overlay", "overlaid",
 ]
 
 SHIPPED = Path(__file__).resolve().parents[1] / "overlays"
@@ -75,19 +77,14 @@ class SpmdType:
             raise OverlayError(f"{where}: {err}") from err
         return cls(alternatives, optional=len(tensors) < len(texts))
 
-    def annotation(self) -> str:
-        """``Tensor[R@tp, V@dp]`` (the headline form), ``|``-joined for a union."""
-        parts = [f"Tensor[{t}]" for t in self.alternatives] + (["None"] if self.optional else [])
+    def annotation(self, spelling: Spelling = Spelling.AT) -> str:
+        """``Tensor[R@tp, V@dp]`` (or ``Tensor[R[tp], V[dp]]``...: ``spelling``), ``|``-joined for a union."""
+        parts = [spelled(t, spelling) for t in self.alternatives] + (["None"] if self.optional else [])
         return " | ".join(parts)
 
-    def imports(self) -> tuple[set[str], set[str]]:
-        """(names from spmd_stubs, axes from spmd_stubs.axes) the annotation uses."""
-        names, axes = {"Tensor"}, set()
-        for tensor_type in self.alternatives:
-            for axis, axis_type in tensor_type.axes:
-                axes.add(axis)
-                names.add("S" if axis_type.shard is not None else axis_type.kind.value)
-        return names, axes
+    def imports(self, spelling: Spelling = Spelling.AT) -> set[tuple[str, str]]:
+        """The ``(module, name)`` pairs the annotation uses."""
+        return {needed for tensor_type in self.alternatives for needed in imports_of(tensor_type, spelling)}
 
 
 @dataclass(frozen=True)
@@ -105,19 +102,12 @@ class SpmdTuple:
             for index, item in enumerate(value["tuple"])
         ))
 
-    def annotation(self) -> str:
+    def annotation(self, spelling: Spelling = Spelling.AT) -> str:
         """``tuple[Tensor[I@tp], None]``."""
-        return "tuple[" + ", ".join("None" if t is None else t.annotation() for t in self.items) + "]"
+        return "tuple[" + ", ".join("None" if t is None else t.annotation(spelling) for t in self.items) + "]"
 
-    def imports(self) -> tuple[set[str], set[str]]:
-        names: set[str] = set()
-        axes: set[str] = set()
-        for item in self.items:
-            if item is not None:
-                item_names, item_axes = item.imports()
-                names |= item_names
-                axes |= item_axes
-        return names, axes
+    def imports(self, spelling: Spelling = Spelling.AT) -> set[tuple[str, str]]:
+        return {needed for item in self.items if item is not None for needed in item.imports(spelling)}
 
 
 @dataclass(frozen=True)
@@ -136,40 +126,25 @@ class SpmdChoice:
         return cls(value["if"], SpmdType.parse(value["then"], f"{where}.then"),
                    SpmdType.parse(value["else"], f"{where}.else"))
 
-    def annotation(self) -> str:
-        """The alias's name, from what it chooses: ``_spmd_sequence_parallel_S0_tp_I_tp``."""
+    def annotation(self, spelling: Spelling = Spelling.AT) -> str:
+        """The alias's name, from what it chooses: ``_spmd_sequence_parallel_S0_tp_I_tp`` (in every spelling)."""
         return "_".join(["_spmd", self.flag, _identifier(self.then), _identifier(self.otherwise)])
 
-    def alias(self) -> str:
-        """``<name> = Tensor[S[0, tp]] if spmd_stubs.flags.<flag> else Tensor[I[tp]]``: an alias needs
-        the canonical spelling (the ``@`` form is read from annotations only)."""
-        return (f"{self.annotation()} = {_canonical(self.then)} if spmd_stubs.flags.{self.flag} "
-                f"else {_canonical(self.otherwise)}")
+    def alias(self, spelling: Spelling = Spelling.AT) -> str:
+        """``<name> = Tensor[S[0, tp]] if spmd_stubs.flags.<flag> else Tensor[I[tp]]`` (in a module written
+        in ``spelling``; an alias is an expression, where the ``@`` form is not read)."""
+        written = spelling.in_expression()
+        return (f"{self.annotation()} = {self.then.annotation(written)} if spmd_stubs.flags.{self.flag} "
+                f"else {self.otherwise.annotation(written)}")
 
-    def imports(self) -> tuple[set[str], set[str]]:
-        then_names, then_axes = self.then.imports()
-        else_names, else_axes = self.otherwise.imports()
-        return then_names | else_names, then_axes | else_axes
+    def imports(self, spelling: Spelling = Spelling.AT) -> set[tuple[str, str]]:
+        written = spelling.in_expression()
+        return self.then.imports(written) | self.otherwise.imports(written)
 
 
 def _identifier(spmd_type: SpmdType) -> str:
     """``S(-1)@tp`` -> ``Sm1_tp``."""
     return re.sub(r"\W+", "_", spmd_type.annotation().replace("Tensor", "").replace("-", "m")).strip("_")
-
-
-def _canonical(spmd_type: SpmdType) -> str:
-    """``Tensor[S[0, tp], R[dp]] | None``."""
-    parts = [f"Tensor[{', '.join(_canonical_axis(axis, t) for axis, t in tensor.axes)}]"
-             for tensor in spmd_type.alternatives]
-    return " | ".join(parts + (["None"] if spmd_type.optional else []))
-
-
-def _canonical_axis(axis: str, axis_type: core.AxisType) -> str:
-    if axis_type.order is not None:
-        raise OverlayError(f"S({axis_type.shard})@({axis}, ...): a flag-chosen type cannot order a dim's shards")
-    if axis_type.shard is not None:
-        return f"S[{axis_type.shard}, {axis}]"
-    return f"{axis_type}[{axis}]"
 
 
 def _parse_type(value: Any, where: str) -> "SpmdType | SpmdChoice":
@@ -249,12 +224,18 @@ def load_overlays(paths: Sequence[Path]) -> dict[str, ModuleOverlay]:
 Declared = SpmdType | SpmdTuple | SpmdChoice
 
 
-def _annotation(spmd_type: Declared) -> cst.Annotation:
-    return cst.Annotation(cst.parse_expression(spmd_type.annotation()))
+def _annotation(spmd_type: Declared, spelling: Spelling) -> cst.Annotation:
+    return cst.Annotation(cst.parse_expression(spmd_type.annotation(spelling)))
+
+
+def add_imports(context: CodemodContext, spmd_type: Declared, spelling: Spelling) -> None:
+    """Have the codemod of ``context`` import what ``spmd_type`` spelled in ``spelling`` uses."""
+    for module, name in sorted(spmd_type.imports(spelling)):
+        AddImportsVisitor.add_needed_import(context, module, name)
 
 
 class OverlayCommand(VisitorBasedCodemodCommand):
-    """Write one module's overlay entries into it as annotations."""
+    """Write one module's overlay entries into it as annotations, spelled as the module spells its own."""
 
     DESCRIPTION = "Apply SPMD annotations declared in an overlay file."
 
@@ -262,6 +243,7 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         super().__init__(context)
         self.overlay = overlay
         self.unmatched = {*overlay.functions, *overlay.attributes}
+        self.spelling = Spelling.AT
         self._path: list[str] = []
         self._choices: dict[str, SpmdChoice] = {}
 
@@ -269,11 +251,10 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         if isinstance(spmd_type, SpmdChoice):
             self._choices[spmd_type.annotation()] = spmd_type
             AddImportsVisitor.add_needed_import(self.context, "spmd_stubs")
-        names, axes = spmd_type.imports()
-        for name in sorted(names):
-            AddImportsVisitor.add_needed_import(self.context, "spmd_stubs", name)
-        for axis in sorted(axes):
-            AddImportsVisitor.add_needed_import(self.context, "spmd_stubs.axes", axis)
+        add_imports(self.context, spmd_type, self.spelling)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.spelling = spelling_of(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._path.append(node.name.value)
@@ -297,8 +278,8 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         for spmd_type in entry.values():
             self._use(spmd_type)
         return updated_node.with_changes(
-            params=_annotate_params(updated_node.params, entry),
-            returns=_annotation(entry["return"]) if "return" in entry else updated_node.returns,
+            params=_annotate_params(updated_node.params, entry, self.spelling),
+            returns=_annotation(entry["return"], self.spelling) if "return" in entry else updated_node.returns,
         )
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
@@ -307,7 +288,7 @@ class OverlayCommand(VisitorBasedCodemodCommand):
             return updated_node
         body = list(updated_node.body)
         at = next((i for i, s in enumerate(body) if isinstance(s, (cst.ClassDef, cst.FunctionDef))), len(body))
-        aliases = [cst.parse_statement(choice.alias()) for _, choice in sorted(self._choices.items())]
+        aliases = [cst.parse_statement(choice.alias(self.spelling)) for _, choice in sorted(self._choices.items())]
         return updated_node.with_changes(body=[*body[:at], *aliases, *body[at:]])
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
@@ -324,7 +305,7 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         for name, spmd_type in declared.items():
             self.unmatched.discard(prefix + name)
             self._use(spmd_type)
-        return updated_node.with_changes(body=_declare_attributes(updated_node.body, declared))
+        return updated_node.with_changes(body=_declare_attributes(updated_node.body, declared, self.spelling))
 
 
 def _all_params(params: cst.Parameters) -> list[cst.Param]:
@@ -332,10 +313,10 @@ def _all_params(params: cst.Parameters) -> list[cst.Param]:
     return every + [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
 
 
-def _annotate_params(params: cst.Parameters, entry: dict[str, Declared]) -> cst.Parameters:
+def _annotate_params(params: cst.Parameters, entry: dict[str, Declared], spelling: Spelling) -> cst.Parameters:
     def annotate(param: cst.Param) -> cst.Param:
         spmd_type = entry.get(param.name.value)
-        return param if spmd_type is None else param.with_changes(annotation=_annotation(spmd_type))
+        return param if spmd_type is None else param.with_changes(annotation=_annotation(spmd_type, spelling))
 
     return params.with_changes(
         posonly_params=[annotate(p) for p in params.posonly_params],
@@ -360,7 +341,8 @@ def _declared_name(statement: cst.BaseStatement) -> str | None:
     return None
 
 
-def _declare_attributes(body: cst.BaseSuite, declared: dict[str, SpmdType | SpmdChoice]) -> cst.BaseSuite:
+def _declare_attributes(body: cst.BaseSuite, declared: dict[str, SpmdType | SpmdChoice],
+                        spelling: Spelling) -> cst.BaseSuite:
     """Class-level ``name: Tensor[...]`` declarations, after the docstring; existing ones re-annotated."""
     if not isinstance(body, cst.IndentedBlock):
         raise OverlayError("a class written on one line cannot take attribute declarations")
@@ -373,18 +355,23 @@ def _declare_attributes(body: cst.BaseSuite, declared: dict[str, SpmdType | Spmd
             line = statements[index]
             assert isinstance(line, cst.SimpleStatementLine)  # _declared_name found an AnnAssign there
             statements[index] = line.with_changes(
-                body=[line.body[0].with_changes(annotation=_annotation(spmd_type))]
+                body=[line.body[0].with_changes(annotation=_annotation(spmd_type, spelling))]
             )
         else:
-            new.append(cst.parse_statement(f"{name}: {spmd_type.annotation()}"))
+            new.append(cst.parse_statement(f"{name}: {spmd_type.annotation(spelling)}"))
     at = 1 if statements and _is_docstring(statements[0]) else 0
     return body.with_changes(body=[*statements[:at], *new, *statements[at:]])
 
 
-def apply_overlay(code: str, module: str, overlay: ModuleOverlay) -> str:
-    """Annotate ``code`` (the module ``module``) with its overlay; OverlayError if an entry is stale."""
+def overlaid(tree: cst.Module, module: str, overlay: ModuleOverlay) -> cst.Module:
+    """The module ``module`` annotated with its overlay; OverlayError if an entry is stale."""
     command = OverlayCommand(CodemodContext(full_module_name=module), overlay)
-    tree = command.transform_module(cst.parse_module(code))
+    tree = command.transform_module(tree)
     if command.unmatched:
         raise OverlayError(f"overlay entries match nothing in {module}: {sorted(command.unmatched)}")
-    return tree.code
+    return tree
+
+
+def apply_overlay(code: str, module: str, overlay: ModuleOverlay) -> str:
+    """:func:`overlaid` on source text."""
+    return overlaid(cst.parse_module(code), module, overlay).code

@@ -11,6 +11,7 @@ import pytest
 
 from spmd_mypy.migrate import batch
 from spmd_mypy.migrate.cli import main
+from spmd_mypy.migrate.transformer import MigrateCommand
 
 SOURCE = textwrap.dedent("""\
     import torch.distributed as dist
@@ -63,6 +64,53 @@ def test_output_dir_copies_and_leaves_the_original(tree: Path, tmp_path: Path) -
     assert "    buf = spmd.all_reduce(buf, tp, src=P, dst=R, group=tp_group)\n" in migrated
     assert (out / "pkg" / "__init__.py").exists()
     assert (tree / "pkg" / "layer.py").read_text() == SOURCE
+
+
+def test_output_dir_keeps_the_package_layout_of_single_files(tree: Path, tmp_path: Path) -> None:
+    """Copies keep their paths below the directory the PATHs' packages share (or the --root)."""
+    (tree / "pkg" / "sub").mkdir()
+    (tree / "pkg" / "sub" / "__init__.py").write_text("")
+    (tree / "pkg" / "sub" / "layer.py").write_text(SOURCE)
+    (tree / "namespace").mkdir()
+    (tree / "namespace" / "layer.py").write_text(SOURCE)
+    out = tmp_path / "out"
+    assert main(["--output-dir", str(out), "--quiet", str(tree / "pkg" / "layer.py"),
+                 str(tree / "pkg" / "sub" / "layer.py")]) == 0
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.py")) == ["pkg/layer.py", "pkg/sub/layer.py"]
+    assert "spmd.all_reduce" in (out / "pkg" / "sub" / "layer.py").read_text()
+    rooted = tmp_path / "rooted"
+    assert main(["--output-dir", str(rooted), "--quiet", "--root", str(tree), str(tree / "namespace" / "layer.py")]) == 0
+    assert [p.relative_to(rooted).as_posix() for p in rooted.rglob("*.py")] == ["namespace/layer.py"]
+
+
+def test_a_file_that_does_not_parse_is_named_and_the_others_are_migrated(tree: Path, capsys) -> None:
+    """Its path, line and the reason; the others are migrated, with and without workers; exit status 2."""
+    _many_files(tree, 11)
+    broken = tree / "pkg" / "broken.py"
+    broken.write_text("x = 1\ny = (\nz = 2\n")
+    assert main(["-j", "1", str(tree)]) == 2
+    serial = capsys.readouterr()
+    assert f"{broken}:2: failed: syntax error: '(' was never closed\n" in serial.err
+    assert "Traceback" not in serial.err
+    assert serial.err.endswith("spmd-migrate: 1 files failed (named above) and were left as they were; "
+                               "the others were migrated\n")
+    assert serial.out.count("+++ b/") == 6  # layer.py and the five odd layer_N.py, which come after broken.py
+    assert main(["-j", "3", str(tree)]) == 2
+    assert capsys.readouterr() == serial
+    assert main(["--in-place", "--quiet", str(tree)]) == 2
+    assert "spmd.all_reduce" in (tree / "pkg" / "layer.py").read_text()
+    assert broken.read_text() == "x = 1\ny = (\nz = 2\n"
+
+
+def test_an_internal_error_names_the_file_and_shows_its_traceback(tree: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys) -> None:
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(MigrateCommand, "leave_Call", broken)
+    assert main(["-j", "1", str(tree)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tree / 'pkg' / 'layer.py'}: failed: internal error: RuntimeError: a bug\nTraceback" in err
 
 
 def test_missing_path_is_an_error(tmp_path: Path, capsys) -> None:
@@ -118,10 +166,22 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
 
 
-def test_git_apply_takes_the_diff(tree: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    """``a/`` and ``b/`` prefixes, paths from the current directory: ``git apply`` needs no ``-p0``."""
+@pytest.mark.parametrize("text", [
+    SOURCE,
+    SOURCE.rstrip("\n"),  # the changed line is the last one, without a newline
+    SOURCE.replace("\n", "\r\n"),
+    SOURCE.replace("# A comment", "\x0c\n# A comment"),  # a form feed, which str.splitlines splits at
+], ids=["newline at the end", "no newline at the end", "CRLF", "form feed"])
+def test_git_apply_takes_the_diff(tree: Path, text: str, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """``a/`` and ``b/`` prefixes, paths from the current directory: ``git apply`` needs no ``-p0``.
+
+    Lines as git counts them (ending at ``\\n``, ``\\ No newline at end of
+    file`` after a last one without), line endings as the file has them.
+    """
     repo = tree.parent
+    (tree / "pkg" / "layer.py").write_bytes(text.encode())
     assert _git(repo, "init", "-q").returncode == 0
+    assert _git(repo, "config", "core.autocrlf", "false").returncode == 0
     monkeypatch.chdir(repo)
     assert main(["src"]) == 0
     patch = capsys.readouterr().out
@@ -131,6 +191,11 @@ def test_git_apply_takes_the_diff(tree: Path, monkeypatch: pytest.MonkeyPatch, c
     assert checked.returncode == 0, checked.stderr
     assert _git(repo, "apply", "fix.patch").returncode == 0
     assert main(["--check", "src"]) == 0  # what git applied is what --in-place writes
+    capsys.readouterr()
+    applied = (tree / "pkg" / "layer.py").read_bytes()
+    (tree / "pkg" / "layer.py").write_bytes(text.encode())
+    assert main(["--in-place", "src"]) == 0
+    assert (tree / "pkg" / "layer.py").read_bytes() == applied
     capsys.readouterr()
 
 

@@ -273,6 +273,15 @@ def test_disagreeing_call_sites_leave_a_todo_naming_them(runs: Runs) -> None:
     assert f"(line {first} passes R@tp, line {second} passes I@tp)" in todo
 
 
+def test_a_module_in_the_portable_spelling_gets_annotations_in_it(runs: Runs) -> None:
+    """``R[tp]`` and ``Sharded[Literal[0], tp]``, not the ``@`` form that pyright and ty reject."""
+    text = runs.result.texts[runs.file("portable.py")]
+    assert "def _rows_doubled(rows: Tensor[Sharded[Literal[0], tp]]) -> Tensor[V[tp]]:\n" in text
+    assert "def _bias_plus_one(bias: Tensor[R[tp]]) -> Tensor[R[tp]]:\n" in text
+    assert "from spmd_stubs import R, Sharded, Tensor, V\n" in text
+    assert "@" not in text
+
+
 def test_an_annotation_the_checker_rejects_is_taken_back(runs: Runs) -> None:
     """``x: Tensor[I@tp]`` (from the only call) makes mypy reject the override of ``R@tp``: not kept."""
     path = runs.file("rejected.py")

@@ -127,7 +127,7 @@ class SpmdChoice:
                    SpmdType.parse(value["else"], f"{where}.else"))
 
     def annotation(self, spelling: Spelling = Spelling.AT) -> str:
-        """The alias's name, from what it chooses: ``_spmd_sequence_parallel_S0_tp_I_tp`` (in every spelling)."""
+        """The alias's name, from what it chooses: ``_spmd_sequence_parallel_S_0_tp_I_tp`` (in every spelling)."""
         return "_".join(["_spmd", self.flag, _identifier(self.then), _identifier(self.otherwise)])
 
     def alias(self, spelling: Spelling = Spelling.AT) -> str:
@@ -143,7 +143,7 @@ class SpmdChoice:
 
 
 def _identifier(spmd_type: SpmdType) -> str:
-    """``S(-1)@tp`` -> ``Sm1_tp``."""
+    """``S(-1)@tp`` -> ``S_m1_tp``."""
     return re.sub(r"\W+", "_", spmd_type.annotation().replace("Tensor", "").replace("-", "m")).strip("_")
 
 

@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import configparser
 import difflib
+import io
 import os
 import re
 import tomllib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Iterator
 
 from spmd_mypy.configurations import declared
@@ -144,12 +144,19 @@ def load(config_file: str | None) -> Config:
 
 
 def _load(config_file: str | None) -> Config:
-    section = _section(config_file, SECTION)
+    sections = _sections(config_file)
+    misspelt = _misspelt_sections(sections, config_file)
+    if misspelt:
+        shown = ", ".join(f"[{name}]" for name in misspelt)
+        raise ConfigError(f"{shown} looks like [{SECTION}] misspelt: the checker reads its settings from "
+                          f"[{SECTION}] only; rename the section (docs/checker.md#settings)")
+    section = sections.get(SECTION, {})
     unknown = sorted(set(section) - {*_FLAGS, *_TABLES})
     if unknown:
         raise ConfigError(f"[{SECTION}] has no setting {', '.join(_unknown(key, section[key]) for key in unknown)}: "
                           f"the settings are {', '.join((*_FLAGS, *_TABLES))} (docs/checker.md#settings)")
-    flags = {key: _flag(key, section[key]) for key in _FLAGS if key in section}
+    toml = bool(config_file and config_file.endswith(".toml"))
+    flags = {key: _flag(key, section[key], toml) for key in _FLAGS if key in section}
     try:
         configurations = declared.parse(section.get("configurations", {}))
         configuration = declared.selected(configurations)
@@ -166,24 +173,43 @@ def _unknown(key: str, value: object) -> str:
     return f"{key!r} (set to {written}{f'; did you mean {close[0]!r}?' if close else ''})"
 
 
-_CONFIG_NAMES = ("mypy.ini", ".mypy.ini", "pyproject.toml", "setup.cfg")
-"""The files mypy reads its settings from, in its order of preference."""
+def find_config_file() -> str | None:
+    """The config file mypy reads when run here without ``--config-file``: mypy's own search.
 
-
-def find_config_file(start: Path) -> str | None:
-    """The config file mypy would read when run in ``start``, without ``--config-file``.
-
-    mypy looks in the directory and then its parents, up to the repository
-    root; pyproject.toml and setup.cfg count only where they configure mypy.
+    The current directory and its parents up to the repository root
+    (``mypy.ini``, ``.mypy.ini``, then ``pyproject.toml`` and ``setup.cfg``
+    where they configure mypy), then the user's files
+    (``$XDG_CONFIG_HOME/mypy/config``, ``~/.config/mypy/config``,
+    ``~/.mypy.ini``).  A file mypy cannot read is a :class:`ConfigError`
+    naming it, not a silent run without it.
     """
-    for directory in (start.resolve(), *start.resolve().parents):
-        for name in _CONFIG_NAMES:
-            candidate = directory / name
-            if candidate.is_file() and (name.endswith("ini") or _configures_mypy(candidate)):
-                return str(candidate)
-        if (directory / ".git").exists():
-            return None
-    return None
+    from mypy.config_parser import _find_config_file  # the checker's tools run mypy: it is installed
+
+    said = io.StringIO()
+    found = _find_config_file(said)
+    if said.getvalue().strip():
+        raise ConfigError(f"{said.getvalue().strip()} (mypy cannot read this config file)")
+    return os.path.abspath(found[2]) if found is not None else None
+
+
+def names_the_plugin(plugins: object) -> bool:
+    """Whether mypy's ``plugins`` setting (a comma-separated string, or a TOML list) loads this plugin."""
+    entries = plugins.split(",") if isinstance(plugins, str) else plugins if isinstance(plugins, list) else []
+    for entry in entries:
+        module = str(entry).strip().rpartition(":")[0] or str(entry).strip()
+        if module == SECTION or module.replace("\\", "/").endswith(f"{SECTION}/__init__.py"):
+            return True
+    return False
+
+
+def plugin_missing(config_file: str | None) -> str | None:
+    """Why a run with this config would check without the plugin (the fix included), None where it loads it."""
+    if names_the_plugin(mypy_setting(config_file, "plugins")):
+        return None
+    where = config_file or "no config file (mypy found none)"
+    return (f"the spmd_mypy plugin is not enabled in {where}, so mypy would check nothing of the SPMD types: "
+            "add plugins = spmd_mypy under [mypy] (plugins = [\"spmd_mypy\"] under [tool.mypy] in "
+            "pyproject.toml; docs/checker.md#enabling-it)")
 
 
 def mypy_setting(config_file: str | None, key: str) -> Any:
@@ -193,25 +219,39 @@ def mypy_setting(config_file: str | None, key: str) -> Any:
 
 def _section(config_file: str | None, name: str) -> dict[str, Any]:
     """``[name]`` of mypy's config file (``[tool.name]`` in pyproject.toml); empty where absent."""
+    section: dict[str, Any] = _sections(config_file).get(name, {})
+    return section
+
+
+def _sections(config_file: str | None) -> dict[str, Any]:
+    """Every section of mypy's config file by name (pyproject.toml: the ``[tool.*]`` tables), read as mypy
+    reads it (no ``%`` interpolation); :class:`ConfigError` naming the file where it cannot be read."""
     if not config_file or not os.path.isfile(config_file):
         return {}
-    if config_file.endswith(".toml"):
+    try:
         with open(config_file, "rb") as handle:
-            table: dict[str, Any] = tomllib.load(handle).get("tool", {}).get(name, {})
-            return table
-    parser = configparser.ConfigParser()
-    parser.read(config_file)
-    return dict(parser[name]) if parser.has_section(name) else {}
+            raw = handle.read()
+        if raw.startswith(b"\xef\xbb\xbf"):
+            raise ConfigError(f"{config_file} starts with a UTF-8 byte-order mark, which mypy's config reader "
+                              "does not accept (it then reads no settings at all): save it as UTF-8 without one")
+        if config_file.endswith(".toml"):
+            tools: dict[str, Any] = tomllib.loads(raw.decode("utf-8")).get("tool", {})
+            return tools
+        parser = configparser.RawConfigParser()
+        parser.read_string(raw.decode("utf-8"), source=config_file)
+        return {name: dict(parser[name]) for name in parser.sections()}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, configparser.Error) as error:
+        raise ConfigError(f"{config_file} cannot be read: {error}") from None
 
 
-def _configures_mypy(path: Path) -> bool:
-    """pyproject.toml with ``[tool.mypy]``, setup.cfg with ``[mypy]``."""
-    if path.suffix == ".toml":
-        with open(path, "rb") as handle:
-            return "mypy" in tomllib.load(handle).get("tool", {})
-    parser = configparser.ConfigParser()
-    parser.read(path)
-    return parser.has_section("mypy")
+def _misspelt_sections(sections: dict[str, Any], config_file: str | None) -> list[str]:
+    """Section names that look like ours but are not (``[spmd-mypy]``, ``[spmd_mpy]``): the checker would
+    read none of their settings."""
+    def squashed(name: str) -> str:
+        return re.sub(r"[^a-z]", "", name.lower())
+
+    return [name for name in sections if name != SECTION and not name.startswith("mypy")
+            and (squashed(name) == squashed(SECTION) or difflib.get_close_matches(name, [SECTION], cutoff=0.8))]
 
 
 REDEFINITION_KEYS = ("allow_redefinition", "allow_redefinition_old", "allow_redefinition_new")
@@ -226,9 +266,13 @@ def user_decides_redefinition(config_file: str | None) -> bool:
     return any(key in section or key.replace("_", "-") in section for key in REDEFINITION_KEYS)
 
 
-def _flag(key: str, value: object) -> bool:
+def _flag(key: str, value: object, toml: bool = False) -> bool:
+    """A flag's value: a TOML boolean in pyproject.toml; in an INI file or the environment, true/false
+    (or yes/no, on/off, 1/0)."""
     if isinstance(value, bool):
         return value
+    if toml:
+        raise ConfigError(f"[{SECTION}] {key} must be true or false (a TOML boolean, unquoted), got {value!r}")
     text = str(value).strip().lower()
     if text in _TRUE or text in _FALSE:
         return text in _TRUE

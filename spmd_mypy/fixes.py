@@ -57,17 +57,20 @@ def note(api: CheckerPluginInterface, node: Context, error: SpmdTypeError, opera
         return SEVERAL
     tree: MypyFile = api.tree  # type: ignore[attr-defined]
     sources = state_of(api).sources
+    end_line, end_column = edited.end_line, edited.end_column
+    if end_line is None or end_column is None:
+        return NO_EDIT
     try:
         source = sources.text_of(tree, tensor)
         lines = sources.lines(tree)
         column = sources.index(lines[edited.line - 1], edited.column)
-        end_column = sources.index(lines[edited.end_line - 1], edited.end_column)  # type: ignore[index, arg-type]
-    except (SourceUnreadable, IndexError, TypeError):
+        end_column = sources.index(lines[end_line - 1], end_column)
+    except (SourceUnreadable, IndexError):
         return NO_EDIT
     template, imports = _qualified(fix.template, tree)
     replacement = replace(fix, template=template).applied_to(source)
     edit = {
-        "line": edited.line, "column": column, "end_line": edited.end_line, "end_column": end_column,
+        "line": edited.line, "column": column, "end_line": end_line, "end_column": end_column,
         "replacement": replacement, "imports": imports,
     }
     return PREFIX + json.dumps(edit)

@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 
 from mypy import build
 from mypy.build import BuildSource
+from mypy.errors import CompileError
 from mypy.fscache import FileSystemCache
 from mypy.main import process_options
 from mypy.nodes import Expression, MypyFile
@@ -96,6 +97,7 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
         arguments += ["--cache-dir", str(cache_dir)]
     fscache = FileSystemCache()
     sources, options = process_options([*arguments, *map(str, paths)], fscache=fscache)
+    _require_the_plugin(options)
     options.export_types = True
     options.num_workers = 0  # mypy's parallel workers keep their type maps: the tools read this process's
     modules = {source.module for source in sources}
@@ -110,6 +112,17 @@ def check(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
         tree.path = originals.get(tree.path, tree.path)
     diagnostics = [_original(d, originals) for d in map(Diagnostic.parse, result.errors) if d is not None]
     return TypedRun(diagnostics, trees, dict(result.types), options.native_parser)
+
+
+def _require_the_plugin(options: Options) -> None:
+    """Stop (a :class:`CompileError`) where the settings are bad or the run would not load the plugin: a
+    tool's report of such a run would say nothing of the SPMD types, and look like a clean one."""
+    try:
+        config.load(options.config_file)
+    except config.ConfigError as error:
+        raise CompileError([f"{options.config_file}: error: {error}"]) from None
+    if not any(config.names_the_plugin(entry) for entry in options.plugins):
+        raise CompileError([f"error: {config.plugin_missing(options.config_file)}"])
 
 
 def _keep_trees(options: Options, modules: set[str]) -> None:

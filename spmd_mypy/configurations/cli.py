@@ -14,7 +14,8 @@ modules are checked again.  Without configurations it is
 one plain mypy run.
 
 Exit status: 0 clean, 1 if any configuration has an error, 2 if mypy
-stopped (a blocking error or a bad setting) in any.
+stopped (a blocking error or a bad setting) in any, or if the config does
+not load the plugin (mypy would check nothing of the SPMD types).
 """
 
 from __future__ import annotations
@@ -38,11 +39,15 @@ _FOLDER = "configurations"
 
 def main(argv: list[str] | None = None) -> int:
     options, mypy_arguments = _parser().parse_known_args(argv)
-    config_file = options.config_file or config.find_config_file(Path.cwd())
     try:
+        config_file = options.config_file or config.find_config_file()
         settings = config.load(config_file)
     except config.ConfigError as error:
-        print(f"spmd-check: {config_file}: {error}", file=sys.stderr)
+        print(f"spmd-check: {options.config_file or 'config'}: {error}", file=sys.stderr)
+        return 2
+    missing = config.plugin_missing(config_file)
+    if missing is not None:
+        print(f"spmd-check: error: {missing}", file=sys.stderr)
         return 2
     chosen = _chosen(settings.configurations, options.configurations)
     if isinstance(chosen, str):

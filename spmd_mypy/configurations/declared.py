@@ -92,10 +92,30 @@ def _table(name: str, flags: object) -> dict[str, FlagValue]:
     for flag, value in flags.items():
         if not flag.isidentifier():
             raise DeclarationError(f"configuration {name!r}: flag {flag!r} is not a Python name; {_USAGE}")
-        if not isinstance(value, (bool, int, str)):
-            raise DeclarationError(f"configuration {name!r}: {flag} = {value!r} must be a boolean, an integer "
-                                   f"or a name; {_USAGE}")
+        problem = _bad_value(value)
+        if problem:
+            raise DeclarationError(f"configuration {name!r}: {flag} = {value!r} {problem}; {_USAGE}")
     return dict(flags)
+
+
+_VALUE_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _bad_value(value: object) -> str:
+    """What is wrong with a flag's value ("" for nothing): a boolean, an integer, or a name, never a string
+    that decides nothing (empty, two words, a number or a boolean in quotes)."""
+    if isinstance(value, (bool, int)):
+        return ""
+    if not isinstance(value, str):
+        return "must be a boolean, an integer or a name"
+    if value.lower() in ("true", "false"):
+        return f"is the string {value!r}, which no flag's test compares equal to: write {value.lower()} unquoted"
+    if re.fullmatch(r"[-+]?\d+", value):
+        return f"is a string, which no flag's test compares equal to: write {value} unquoted"
+    if not _VALUE_NAME.fullmatch(value):
+        return ("must be a boolean, an integer or a name (an enum member's, such as REDUCE_SCATTER, or a "
+                "string's without spaces)")
+    return ""
 
 
 def _line(line: str) -> tuple[str, dict[str, FlagValue]]:
@@ -113,9 +133,12 @@ def _line(line: str) -> tuple[str, dict[str, FlagValue]]:
 
 
 def _ini_value(text: str) -> FlagValue:
+    """``true``/``false``, an integer, or a name; quotes keep a value a string (then checked as one)."""
+    if text[:1] in "'\"" and text[-1:] == text[:1] and len(text) > 1:
+        return text[1:-1]
     lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
     if re.fullmatch(r"-?\d+", text):
         return int(text)
-    return text.strip("'\"")
+    return text

@@ -116,14 +116,29 @@ def test_group_declarations_are_in_the_config_data_mypy_caches() -> None:
     assert config.Config(groups=DECLARED).as_dict()["groups"] == {TP_GETTER: "tp", "*.tp_group": "tp", "*.dp_group": "dp"}
 
 
-def test_the_config_file_is_found_the_way_mypy_finds_it(tmp_path: Path) -> None:
+def test_the_config_file_is_found_the_way_mypy_finds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / "setup.cfg").write_text("[metadata]\nname = x\n")
     (tmp_path / "pyproject.toml").write_text("[tool.mypy]\nplugins = ['spmd_mypy']\n")
     (tmp_path / "src").mkdir()
-    assert config.find_config_file(tmp_path / "src") == str(tmp_path / "pyproject.toml")
+    monkeypatch.chdir(tmp_path / "src")
+    assert config.find_config_file() == str(tmp_path / "pyproject.toml")
     (tmp_path / "src" / "mypy.ini").write_text("[mypy]\n")
-    assert config.find_config_file(tmp_path / "src") == str(tmp_path / "src" / "mypy.ini")
+    assert config.find_config_file() == str(tmp_path / "src" / "mypy.ini")
+
+
+def test_the_users_own_config_file_is_found_as_mypy_finds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No config in the project: mypy reads the user's ``$XDG_CONFIG_HOME/mypy/config`` (or ``~/.mypy.ini``)."""
+    from mypy import defaults
+
+    (tmp_path / "project" / ".git").mkdir(parents=True)
+    user = tmp_path / "xdg" / "mypy" / "config"
+    user.parent.mkdir(parents=True)
+    user.write_text("[mypy]\nplugins = spmd_mypy\n[spmd_mypy]\nconfigurations =\n    a: f = true\n    b: f = false\n")
+    monkeypatch.setattr(defaults, "USER_CONFIG_FILES", [str(user)])
+    monkeypatch.chdir(tmp_path / "project")
+    assert config.find_config_file() == str(user)
+    assert [c.name for c in config.load(config.find_config_file()).configurations] == ["a", "b"]
 
 
 class _Api:

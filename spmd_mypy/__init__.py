@@ -19,6 +19,10 @@ __all__ = ["plugin"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # what mypy's daemon compares to notice a changed plugin
+        from spmd_mypy.settings_digest import plugin_version
+
+        return plugin_version()
     if name != "plugin":
         raise AttributeError(f"module 'spmd_mypy' has no attribute {name!r}")
     version = installed_mypy()

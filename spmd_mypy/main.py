@@ -65,13 +65,18 @@ def _may_allow_redefinition(options: Options) -> bool:
     )
 
 
-def _load_config(options: Options) -> config.Config:
-    """The ``[spmd_mypy]`` settings; a bad one stops mypy with a message naming it, the way mypy
-    reports its own bad settings (a CompileError), not as a crash."""
+def _load_config(options: Options) -> tuple[config.Config, str | None]:
+    """The ``[spmd_mypy]`` settings, or the defaults and the error that stops the build (a bad setting:
+    one message naming it, the way mypy reports its own bad settings)."""
     try:
-        return config.load(options.config_file)
+        settings = config.load(options.config_file)
     except config.ConfigError as error:
-        raise CompileError([f"{options.config_file}: error: {error}"]) from None
+        return config.Config(), f"{options.config_file}: error: {error}"
+    if settings.configurations and options.num_workers:
+        return settings, (f"{options.config_file}: error: [spmd_mypy] configurations need mypy's num_workers = 0: "
+                          "its parallel workers analyse modules the plugin cannot decide flags in first. "
+                          "spmd-check runs the configurations in parallel instead (docs/checker.md#configurations)")
+    return settings, None
 
 
 def _after(theirs: Hook, ours: Hook) -> Hook:
@@ -93,12 +98,9 @@ class SpmdPlugin(Plugin):
 
     def __init__(self, options: Options) -> None:
         super().__init__(options)
-        self.config = _load_config(options)
-        if self.config.configurations and options.num_workers:
-            raise CompileError([f"{options.config_file}: error: [spmd_mypy] configurations need mypy's "
-                                "num_workers = 0: its parallel workers analyse modules the plugin cannot decide "
-                                "flags in first. spmd-check runs the configurations in parallel instead "
-                                "(docs/checker.md#configurations)"])
+        # A bad setting stops the build when it starts (set_modules), not here: mypy's daemon constructs
+        # the plugin again on every `dmypy run` to compare plugins, where an exception kills the daemon.
+        self.config, self._stop = _load_config(options)
         if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
         self.build_state = BuildState(self.config, InternedValues(), SourceFiles(options.native_parser))
@@ -107,6 +109,9 @@ class SpmdPlugin(Plugin):
         self._answers: dict[tuple[str, str], Hook | None] = {}
 
     def set_modules(self, modules: dict[str, MypyFile]) -> None:
+        """Called as a build starts (once its modules are parsed): a bad setting stops it here."""
+        if self._stop is not None:
+            raise CompileError([self._stop])
         super().set_modules(modules)
         self._mypys.set_modules(modules)
         self.build_state.values.modules = modules

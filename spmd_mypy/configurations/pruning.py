@@ -33,17 +33,14 @@ from mypy.nodes import (
     Block,
     ClassDef,
     ConditionalExpr,
-    Decorator,
     Expression,
     ExpressionStmt,
-    FuncDef,
     IfStmt,
     IndexExpr,
     MemberExpr,
     MypyFile,
     NameExpr,
     OpExpr,
-    OverloadedFuncDef,
     Statement,
 )
 from mypy.reachability import mark_block_unreachable
@@ -51,7 +48,7 @@ from mypy.server.subexpr import get_subexpressions
 
 from spmd_mypy.configurations.conditions import Flags, truth
 from spmd_mypy.configurations.declared import Configuration, flag_names
-from spmd_mypy.statements import statements_in
+from spmd_mypy.statements import walk
 
 FLAGS_OBJECT = "flags"
 """The name of ``spmd_stubs.flags``, whose attributes are the flags type aliases are chosen by."""
@@ -91,8 +88,8 @@ def prune(tree: MypyFile, flags: Flags) -> None:
     """Decide every condition in ``tree`` that ``flags`` decide (before its semantic analysis)."""
     for block in _declaration_blocks(tree.defs):
         _choose_declared_types(block, flags)
-    for statement in _everywhere(tree.defs):
-        if isinstance(statement, IfStmt):
+    for visit in walk(tree.defs):
+        if isinstance(statement := visit.statement, IfStmt):
             _prune_branches(statement, flags)
     for expr in get_subexpressions(tree):
         if isinstance(expr, ConditionalExpr):
@@ -173,16 +170,3 @@ def _declaration_blocks(statements: list[Statement]) -> Iterator[list[Statement]
                     yield from _declaration_blocks(block.body)
 
 
-def _everywhere(statements: list[Statement]) -> Iterator[Statement]:
-    """Every statement, in functions, methods and classes too."""
-    for statement in statements_in(Block(statements)):
-        yield statement
-        if isinstance(statement, OverloadedFuncDef):
-            for item in statement.items:
-                yield from _everywhere([item])
-        if isinstance(statement, Decorator):
-            statement = statement.func
-        if isinstance(statement, FuncDef):
-            yield from _everywhere(statement.body.body)
-        elif isinstance(statement, ClassDef):
-            yield from _everywhere(statement.defs.body)

@@ -13,5 +13,6 @@ alias reads it (:mod:`.unset_flags`).  ``spmd-check`` (:mod:`.cli`) runs
 mypy once per configuration and prints each diagnostic once, labelled with
 the configurations it occurs in (:mod:`.merge`).
 
-:mod:`.declared`, :mod:`.merge` and :mod:`.cli` import nothing from mypy.
+:mod:`.declared` and :mod:`.merge` import nothing from mypy; :mod:`.cli` and :mod:`.report` read
+mypy's options and write through mypy's own output code.
 """

@@ -141,7 +141,7 @@ def test_no_false_errors(checker: str, project: Path) -> None:
     assert CHECKERS[checker](project) == expected
 
 
-_MYPY_ERROR = re.compile(r"^(?P<where>\S+:\d+): error(?P<label>\[[\w, ]+\])?: .*\[(?P<code>[\w-]+)\]$", re.M)
+_MYPY_ERROR = re.compile(r"^(?P<where>\S+:\d+): error: (?:(?P<label>\[[\w, ]+\]) )?.*\[(?P<code>[\w-]+)\]$", re.M)
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 
 mypy's parser keeps no operands of ``@`` inside a type expression (it leaves a
 ``RawExpressionType`` with a position), so the headline form is read back from
-the source text at that position (mypy 2.x records end columns).  The
-canonical form arrives as ordinary ``UnboundType`` s.  Both forms resolve their
+the source text (:func:`_entry_text`).  The canonical form arrives as ordinary
+``UnboundType`` s.  Both forms resolve their
 names through the module's scope: ``R`` must be ``spmd_stubs.R`` (any import
 alias works) and ``tp`` a ``MeshAxis`` subclass, whose class name is the axis
 name.
@@ -20,7 +20,7 @@ import functools
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from mypy.nodes import Context, Expression, MypyFile, PlaceholderNode, RefExpr, SymbolNode, TupleExpr, TypeInfo
+from mypy.nodes import Expression, MypyFile, PlaceholderNode, RefExpr, SymbolNode, TupleExpr, TypeInfo
 from mypy.plugin import AnalyzeTypeContext
 from mypy.types import AnyType, RawExpressionType, Type, TypeOfAny, UnboundType
 
@@ -139,29 +139,25 @@ def tensor_type_of(entries: list[tuple[str, AxisType]]) -> TensorType:
 # The headline form, read back from source
 # --------------------------------------------------------------------------
 
-def _entry_text(sources: SourceFiles, module: MypyFile, entry: Context) -> str:
-    """The source text of one ``TYPE@axis`` entry of ``Tensor[...]``.
+def _entry_text(sources: SourceFiles, module: MypyFile, tensor: UnboundType, index: int) -> str:
+    """The source text of ``tensor``'s ``index``-th argument, a ``TYPE@axis`` entry of ``Tensor[...]``.
 
-    mypy's native parser gives its end; the old one (``--no-native-parser``)
-    only its start, so the entry is read from there to the ``,`` or ``]``
-    that closes it (brackets inside it, as in ``S(0)@(dp, tp)``, are skipped).
+    mypy's native parser gives the entry's start and end.  Its old parser
+    (``--no-native-parser``, the default before mypy 2.4) gives no end and
+    places the entry on the annotation's first line, so the entry is the
+    item of the ``Tensor[...]`` that ends where mypy ends it
+    (:meth:`~spmd_mypy.sources.SourceFiles.subscript_items`).
     """
+    entry = tensor.args[index]
     try:
-        if entry.end_line is not None and entry.end_column is not None or entry.line < 1 or entry.column < 0:
+        if entry.end_line is not None and entry.end_column is not None:
             return sources.text_of(module, entry)
-        lines = sources.lines(module)[entry.line - 1 :]
-        text = "\n".join(lines)[sources.index(lines[0], entry.column) :] if lines else ""
+        items = sources.subscript_items(module, tensor)
     except SourceUnreadable as error:
         raise AnnotationError(f"cannot read this SPMD type back from source ({error}); {_CANONICAL_HINT}") from None
-    depth = 0
-    for position, char in enumerate(text):
-        if char in "([{":
-            depth += 1
-        elif char in ")]}" and depth:
-            depth -= 1
-        elif char in ",]" and not depth:
-            return text[:position]
-    raise AnnotationError(f"cannot read this SPMD type back from source; {_CANONICAL_HINT}")
+    if len(items) != len(tensor.args):
+        raise AnnotationError(f"cannot read this SPMD type back from source; {_CANONICAL_HINT}")
+    return items[index]
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -288,7 +284,7 @@ def analyze_spmd_tensor(ctx: AnalyzeTypeContext) -> Type:
     if not ctx.type.args:
         return tensor
     try:
-        tensor_type = tensor_type_of([entry for arg in ctx.type.args for entry in _entries(arg, ctx)])
+        tensor_type = tensor_type_of([entry for index in range(len(ctx.type.args)) for entry in _entries(ctx, index)])
     except Deferred:
         ctx.api.api.defer()  # type: ignore[attr-defined]
         return tensor
@@ -298,10 +294,11 @@ def analyze_spmd_tensor(ctx: AnalyzeTypeContext) -> Type:
     return with_spmd(ctx.api, tensor, tensor_type)
 
 
-def _entries(arg: Type, ctx: AnalyzeTypeContext) -> list[tuple[str, AxisType]]:
-    lookup = _lookup(ctx)
+def _entries(ctx: AnalyzeTypeContext, index: int) -> list[tuple[str, AxisType]]:
+    """The entries of ``Tensor[...]``'s ``index``-th argument."""
+    arg, lookup = ctx.type.args[index], _lookup(ctx)
     if isinstance(arg, RawExpressionType) and arg.literal_value is None:
-        return parse_at_form(_entry_text(state_of(ctx.api).sources, _module(ctx), arg), lookup)
+        return parse_at_form(_entry_text(state_of(ctx.api).sources, _module(ctx), ctx.type, index), lookup)
     if isinstance(arg, UnboundType):
         return parse_canonical(arg, lookup)
     raise AnnotationError(f"expected TYPE@axis such as R@tp, got {arg}")

@@ -5,15 +5,22 @@ expression, only positions; :class:`SourceFiles` reads the text at a node's
 positions, each file once per parse.
 
 On a line with non-ASCII text mypy's columns are not character indices: its
-old parser (``--no-native-parser``) counts UTF-8 bytes, as Python's ``ast``
-does, and its native parser (mypy 2.x's default) counts each character once
+old parser (``--no-native-parser``, the default before mypy 2.4) counts UTF-8
+bytes, as Python's ``ast`` does, and its native parser counts each character once
 and then takes off each extra byte of a multi-byte character before it again
 (``é`` one column less, ``€`` two).  :func:`character_index` turns either
 into the index of the character, which is what text is sliced by and what a
 fix edit's columns count.
+
+The old parser also places every node of an annotation on the annotation's
+first line (each at its own column), and ends only some of them:
+:meth:`SourceFiles.subscript_items` reads an item of a subscript there.
 """
 
 from __future__ import annotations
+
+import ast
+from typing import NamedTuple
 
 from mypy.nodes import Context, MypyFile
 
@@ -51,6 +58,7 @@ class SourceFiles:
     def __init__(self, native_parser: bool = True) -> None:
         self.native_parser = native_parser
         self._read: dict[str, tuple[MypyFile, list[str]]] = {}
+        self._subscripts: dict[str, tuple[MypyFile, dict[tuple[int, int], _Subscript]]] = {}
 
     def forget(self, module: MypyFile) -> None:
         """``module`` was parsed anew: read its text again when it is next quoted.
@@ -59,6 +67,7 @@ class SourceFiles:
         object, so the tree's identity does not say that the text changed.
         """
         self._read.pop(module.path, None)
+        self._subscripts.pop(module.path, None)
 
     def lines(self, module: MypyFile) -> list[str]:
         """The lines of the file mypy parsed into ``module``."""
@@ -85,6 +94,76 @@ class SourceFiles:
             return lines[0][start:end]
         return "\n".join([lines[0][start:], *lines[1:-1], lines[-1][:end]])
 
+    def subscript_items(self, module: MypyFile, subscript: Context) -> list[str]:
+        """The source text of each item of the subscript (``x[a, b]``) that ends where ``subscript`` ends.
+
+        For a tree of mypy's old parser, which gives an annotation's subscript
+        its true end (a line and a UTF-8 byte column, as Python's ``ast`` does)
+        but neither the true line nor any end of an item it cannot make a type
+        of (``R@tp``): the end finds the subscript in the ``ast`` of the file,
+        which gives each item's extent.  A subscript that starts before
+        ``subscript``'s line is not the one meant: a quoted annotation's
+        positions count from the start of the string.
+        """
+        end_line, end_column = subscript.end_line, subscript.end_column
+        if end_line is None or end_column is None:
+            raise SourceUnreadable("no end position")
+        found = self._subscripts_of(module).get((end_line, end_column))
+        if found is None or found.line < subscript.line:
+            raise SourceUnreadable("no subscript ends there")
+        lines = self.lines(module)
+        return [_segment(lines, item) for item in found.items]
+
+    def _subscripts_of(self, module: MypyFile) -> dict[tuple[int, int], _Subscript]:
+        """:func:`_subscripts_in` the file of ``module``, parsed once per parse."""
+        cached = self._subscripts.get(module.path)
+        if cached is None or cached[0] is not module:
+            cached = (module, _subscripts_in("\n".join(self.lines(module)), module.path))
+            self._subscripts[module.path] = cached
+        return cached[1]
+
     def index(self, line: str, column: int) -> int:
         """The index in ``line`` of the character at mypy's ``column``."""
         return character_index(line, column, self.native_parser)
+
+
+_Place = tuple[int, int, int, int]
+"""A node's (line, UTF-8 byte column, end line, end byte column), as Python's ``ast`` gives them."""
+
+
+class _Subscript(NamedTuple):
+    """A subscript as Python's ``ast`` places it: its first line, and each item's place."""
+
+    line: int
+    items: list[_Place]
+
+
+def _subscripts_in(text: str, path: str) -> dict[tuple[int, int], _Subscript]:
+    """Every subscript of a module's ``text``, by its end (line, UTF-8 byte column)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError) as error:
+        raise SourceUnreadable(f"Python cannot parse {path} ({error})") from error
+    found: dict[tuple[int, int], _Subscript] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            _, _, end_line, end_column = _place(node)
+            found[end_line, end_column] = _Subscript(node.lineno, [_place(item) for item in items])
+    return found
+
+
+def _place(node: ast.expr) -> _Place:
+    end_line, end_column = node.end_lineno, node.end_col_offset
+    assert end_line is not None and end_column is not None  # ast.parse ends every expression
+    return node.lineno, node.col_offset, end_line, end_column
+
+
+def _segment(lines: list[str], place: _Place) -> str:
+    """The text of ``lines`` at ``place``."""
+    line, column, end_line, end_column = place
+    first, last = lines[line - 1], lines[end_line - 1]
+    start, end = character_index(first, column, False), character_index(last, end_column, False)
+    if line == end_line:
+        return first[start:end]
+    return "\n".join([first[start:], *lines[line : end_line - 1], last[:end]])

@@ -6,8 +6,8 @@ virtual environment then goes through a user's steps: torch 2.13.0 first
 (pinned, so pip takes the local CPU wheel), the wheel without extras (the
 runtime alone: neither mypy nor libcst comes with it), then with
 ``[migrate]``, whose commands run and whose plugin reports a real SPMD
-error on a tiny project configured as the README says; last, mypy 2.3.1
-in its place, which the plugin refuses with one error.
+error on a tiny project configured as the README says; last, mypy 1.20.2
+in its place, which the plugin refuses with one error on stdout.
 """
 
 from __future__ import annotations
@@ -103,9 +103,10 @@ def test_the_metadata_asks_the_runtime_for_torch_only(built: tuple[Path, Path, P
     requires = metadata.get_all("Requires-Dist") or []
     unconditional = sorted(r for r in requires if "extra ==" not in r)
     assert unconditional == ["torch>=2.13", "typing_extensions>=4.12"]
-    assert 'mypy<2.5,>=2.4; extra == "mypy"' in requires
-    assert 'libcst>=1.9; extra == "migrate"' in requires and 'mypy<2.5,>=2.4; extra == "migrate"' in requires
-    assert {"Typing :: Typed", "Programming Language :: Python :: 3.11"} <= set(metadata.get_all("Classifier") or [])
+    assert 'mypy<3.0,>=2.2; extra == "mypy"' in requires
+    assert 'libcst>=1.9; extra == "migrate"' in requires and 'mypy<3.0,>=2.2; extra == "migrate"' in requires
+    pythons = {f"Programming Language :: Python :: 3.{minor}" for minor in (11, 12, 13)}
+    assert {"Typing :: Typed", *pythons} <= set(metadata.get_all("Classifier") or [])
     assert metadata["License-Expression"] == "MIT"
     assert "Homepage, https://github.com/spmd-types/spmd-types-mypy" in (metadata.get_all("Project-URL") or [])
 
@@ -160,10 +161,11 @@ def test_a_fresh_environment_runs_the_runtime_then_the_checker(
     # The shipped overlays by name, from the installed package.
     _ok([venv / "bin/spmd-migrate", "--quiet", "--overlay", "megatron-core", "--overlay", "fairscale", "t.py"], project)
 
-    # Another mypy in the environment: one error, mypy's exit status 2, no traceback.
-    _ok([pip, "install", "--quiet", "mypy==2.3.1"], tmp_path)
-    refused = _run([venv / "bin/mypy", "--cache-dir", tmp_path / "cache-2.3", "t.py"], project)
+    # An unsupported mypy in the environment: one error on stdout, mypy's exit status 2, no traceback.
+    _ok([pip, "install", "--quiet", "mypy==1.20.2"], tmp_path)
+    refused = _run([venv / "bin/mypy", "--cache-dir", tmp_path / "cache-1.20", "t.py"], project)
     output = refused.stdout + refused.stderr
     assert refused.returncode == 2, output
-    assert "spmd_mypy: error: this is mypy 2.3.1;" in refused.stderr and "mypy >=2.4,<2.5" in refused.stderr
+    assert re.search(r"^pyproject\.toml:2: error: this is mypy 1\.20\.2; .* supports mypy >=2\.2,<3\.0 only",
+                     refused.stdout, re.M), output
     assert "Traceback" not in output and "INTERNAL ERROR" not in output

@@ -24,13 +24,13 @@ from mypy.nodes import Expression, MypyFile, PlaceholderNode, RefExpr, SymbolNod
 from mypy.plugin import AnalyzeTypeContext
 from mypy.types import AnyType, RawExpressionType, Type, TypeOfAny, UnboundType
 
-from spmd_mypy import errorcodes
+from spmd_mypy import report
 from spmd_mypy.build_state import state_of
 from spmd_mypy.fullnames import MESH_AXIS, SHARD, SHARDED, TENSOR
 from spmd_mypy.representation import with_spmd
 from spmd_mypy.sources import SourceFiles, SourceUnreadable
 from spmd_stubs import core
-from spmd_stubs.core import AxisType, Code, Invariant, Partial, PartialOf, Replicate, Shard, TensorType, Varying
+from spmd_stubs.core import AxisType, Invariant, Partial, PartialOf, Replicate, Shard, TensorType, Varying
 from spmd_stubs.core.axis_types import DuplicateAxisError, tensor_type_from
 
 SHARDS = frozenset({SHARD, SHARDED})
@@ -289,7 +289,7 @@ def analyze_spmd_tensor(ctx: AnalyzeTypeContext) -> Type:
         ctx.api.api.defer()  # type: ignore[attr-defined]
         return tensor
     except AnnotationError as error:
-        ctx.api.fail(f"Bad SPMD annotation: {error}", ctx.context, code=errorcodes.BY_RULE[Code.ANNOTATION])
+        report.fail_in_annotation(ctx.api, ctx.context, f"Bad SPMD annotation: {error}")
         return tensor
     return with_spmd(ctx.api, tensor, tensor_type)
 

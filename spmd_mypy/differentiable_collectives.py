@@ -26,6 +26,7 @@ from spmd_mypy.call_arguments import Argument, arguments, sums
 from spmd_mypy.config import GroupDeclarations
 from spmd_mypy.global_mode import regions
 from spmd_mypy.groups import axis_of_group
+from spmd_mypy.message_parts import with_explanation
 from spmd_mypy.representation import result_type, spmd_members, union_of, unknown_tensor
 from spmd_mypy.transitions import Request, apply
 from spmd_stubs.core import AxisType, Partial, Replicate, Shard, SpmdTypeError, Varying
@@ -125,9 +126,10 @@ def _reporter(ctx: FunctionContext, name: str, collective: Differentiable) -> Ca
     """Reports a misfit input as the typed call's error, saying what torch's backward does."""
 
     def report_error(error: SpmdTypeError) -> None:
-        message = (
+        message = with_explanation(
+            error.message,
             f"torch.distributed.nn.functional.{name} is {collective.typed_call(error.axis)}: its backward "
-            f"{collective.backward}. {error.message}"
+            f"{collective.backward}",
         )
         report.rule_error(ctx.api, ctx.context, SpmdTypeError(error.code, error.axis, message))
 

@@ -71,15 +71,17 @@ def untyped_collective_hook(fullname: str, declared: GroupDeclarations) -> Calla
         group = arguments(ctx).get("group")
         tree: MypyFile = ctx.api.tree  # type: ignore[attr-defined]
         if group is None:
-            consequence = _on_default_group(typed_op, tensor_type)
+            axis = tensor_type.axes[0][0] if len(tensor_type.axes) == 1 else None
+            consequence = _on_default_group(typed_op) if axis is None else _on_axis(typed_op, tensor_type, axis)
         else:
             axis = axis_of_group(group[0], declared, tree)
             consequence = (_on_axis(typed_op, tensor_type, axis) if axis is not None
                            else _on_unknown_group(typed_op, declaration_for(group[0], tree)))
+        on_axis = f" on axis {axis}" if axis is not None else ""
         report.fail(
             ctx.api,
             ctx.context,
-            f"torch.distributed {name} on a typed tensor (Tensor[{tensor_type}]) changes values the "
+            f"torch.distributed {name} on Tensor[{tensor_type}]{on_axis} changes values the "
             f"checker cannot see: {consequence}.",
             errorcodes.BY_RULE[Code.UNTYPED_COLLECTIVE],
         )
@@ -105,14 +107,12 @@ def _on_axis(op: str, tensor_type: TensorType, axis: str) -> str:
     if current is None:
         return (f"the tensor has no SPMD type on axis {axis}, the group's axis. Fix: state it with "
                 f"assert_type(x, P@{axis}) (or V@{axis}, ...) and use the typed spmd_stubs.{op} on {axis}")
-    return (f"the tensor's SPMD type on axis {axis} (and its gradient) would be wrong afterwards. "
+    return (f"the tensor's SPMD type there (and its gradient) would be wrong afterwards. "
             f"Fix: {_typed_form(op, current, axis)}")
 
 
-def _on_default_group(op: str, tensor_type: TensorType) -> str:
-    """No ``group=``: the world, which is the tensor's one axis if it has one (a one-axis mesh)."""
-    if len(tensor_type.axes) == 1:
-        return _on_axis(op, tensor_type, tensor_type.axes[0][0])
+def _on_default_group(op: str) -> str:
+    """No ``group=`` and a tensor typed on several axes: the world, which is none of them."""
     return (f"its SPMD type (and its gradient) would be wrong afterwards, on every axis of the default "
             f"group. Fix: pass the group of one mesh axis (spmd.group_of(AXIS)) and {_then(op)}")
 

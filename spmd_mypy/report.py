@@ -6,11 +6,12 @@ from typing import Sequence
 
 from mypy.errorcodes import ErrorCode
 from mypy.nodes import Context
-from mypy.plugin import CheckerPluginInterface
+from mypy.plugin import CheckerPluginInterface, TypeAnalyzerPluginInterface
 
 from spmd_mypy import errorcodes, fixes
 from spmd_mypy.build_state import state_of
 from spmd_mypy.fixes import Operand
+from spmd_mypy.message_parts import parts_of
 from spmd_mypy.sources import SourceUnreadable
 from spmd_stubs.core import Code, SpmdTypeError
 from spmd_stubs.core.errors import plainly_a_choice
@@ -42,23 +43,46 @@ def balanced(text: str) -> str:
     return "(" * missing + text
 
 
-def where(api: CheckerPluginInterface, node: Context) -> str:
-    """``In `a * b`: `` -- the expression a message is about."""
-    text = snippet(api, node)
-    return f"In `{text}`: " if text else ""
-
-
 def fail(api: CheckerPluginInterface, node: Context, message: str, code: ErrorCode,
          error: SpmdTypeError | None = None, operands: Sequence[Operand] = ()) -> None:
-    """Report ``message`` at ``node``; its fix is ``error``'s rewrite, where it has one, else a choice
-    (said so in the message, and in the note ``show_fixes`` adds).  An algebra verdict's message says
-    so already (:class:`~spmd_stubs.core.SpmdTypeError`); the plugin's own messages are said so here."""
+    """Report ``message`` at ``node`` in mypy's shape (:mod:`spmd_mypy.message_parts`): the error line
+    is its headline; notes on the same line follow it, attached to it (ignored and deduplicated with
+    it): ``In `source`: `` with the explanation, then the fix sentence, then with ``show_fixes``
+    the fix as an edit.
+
+    The fix is ``error``'s rewrite, where it has one, else a choice (said so in the fix sentence, and
+    in the edit note).  An algebra verdict's message says so already
+    (:class:`~spmd_stubs.core.SpmdTypeError`); the plugin's own messages are said so here."""
     if error is None and code is not errorcodes.BY_RULE[Code.ANNOTATION]:
         message = plainly_a_choice(message)
-    api.fail(f"{where(api, node)}{message}", node, code=code)
+    parts = parts_of(message)
+    reported = api.msg.fail(parts.headline, node, code=code)
+    notes = [placed(snippet(api, node), parts.explanation), parts.fix]
     if state_of(api).settings.show_fixes:
-        note = fixes.note(api, node, error, operands) if error is not None else fixes.NO_EDIT
-        api.msg.note(note, node, code=code)
+        notes.append(fixes.note(api, node, error, operands) if error is not None else fixes.NO_EDIT)
+    for note in filter(None, notes):
+        api.msg.note(note, node, code=code, parent_error=reported)
+
+
+def fail_in_annotation(api: TypeAnalyzerPluginInterface, node: Context, message: str) -> None:
+    """Report a malformed annotation found while analysing types, in the same shape as :func:`fail`
+    (no source snippet: the annotation is the line itself)."""
+    parts = parts_of(message)
+    code = errorcodes.BY_RULE[Code.ANNOTATION]
+    api.fail(parts.headline, node, code=code)
+    for note in filter(None, (parts.explanation, parts.fix)):
+        api.note(note, node, code=code)  # type: ignore[attr-defined]
+
+
+def placed(source: str | None, explanation: str) -> str:
+    """The note that names the expression a message is about, with the explanation ('' if neither).
+
+    >>> placed("a * b", "a product of pending sums is not the sum of products.")
+    'In `a * b`: a product of pending sums is not the sum of products.'
+    """
+    if source is None:
+        return explanation
+    return f"In `{source}`: {explanation}" if explanation else f"In `{source}`"
 
 
 def rule_error(api: CheckerPluginInterface, node: Context, error: SpmdTypeError, operands: Sequence[Operand] = ()) -> None:

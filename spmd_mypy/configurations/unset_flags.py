@@ -13,7 +13,7 @@ from typing import Callable
 from mypy.plugin import AttributeContext
 from mypy.types import Type
 
-from spmd_mypy import errorcodes
+from spmd_mypy import errorcodes, report
 from spmd_mypy.configurations.declared import Configuration, flag_names
 
 
@@ -24,11 +24,12 @@ def flag_hook(flag: str, configurations: tuple[Configuration, ...]) -> Callable[
         return None
 
     def check(ctx: AttributeContext) -> Type:
-        ctx.api.fail(
-            f"spmd.flags.{flag}: no configuration sets the flag {flag}, so every configuration takes the union "
-            f"of the types it chooses between. Fix: set {flag} in the configurations of [spmd_mypy] "
+        report.fail(
+            ctx.api, ctx.context,
+            f"no configuration sets the flag spmd.flags.{flag}: every configuration takes the union of the types it "
+            f"chooses between. Fix: set {flag} in the configurations of [spmd_mypy] "
             f"(docs/checker.md#configurations), or name a flag they set: {', '.join(declared)}.",
-            ctx.context, code=errorcodes.CONFIGURATION,
+            errorcodes.CONFIGURATION,
         )
         return ctx.default_attr_type
 

@@ -9,7 +9,7 @@ checker does not model got a typed tensor; kind ``unmodelled op``).
 
 A place's expression is the one the diagnostic is about: among the
 expressions that start at its line and column, the one whose source text is
-the message's ``In `...```: snippet (the outermost such), else the
+the ``In `...``` snippet of its first note (the outermost such), else the
 innermost call there.
 
 Its *cut* is the number of expressions counted in the same scope
@@ -47,7 +47,7 @@ BOUNDARY = "spmd-untyped-boundary"
 UNMODELLED = "spmd-unmodelled"
 CODES = (BOUNDARY, UNMODELLED)
 UNMODELLED_KIND = "unmodelled op"
-_SNIPPET = re.compile(r"^In `(?P<snippet>.*?)`: ")
+_SNIPPET = re.compile(r"^In `(?P<snippet>.*?)`(?::|$)")
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,10 @@ def kind_named(diagnostic: Diagnostic) -> str:
 def places_in(tree: MypyFile, module: str, scopes: list[Scope], run: TypedRun) -> list[Place]:
     """The places among the run's diagnostics that are in ``tree``'s file, unsorted."""
     found, sources, types = [], SourceFiles(run.native_parser), run.types
-    for diagnostic in run.diagnostics:
+    for diagnostic, following in zip(run.diagnostics, [*run.diagnostics[1:], None]):
         if diagnostic.severity != "error" or diagnostic.code not in CODES or not _same_file(diagnostic.path, tree.path):
             continue
-        located = _locate(sources, tree, scopes, diagnostic)
+        located = _locate(sources, tree, scopes, diagnostic, _snippet(following, diagnostic))
         scope, expr = located if located is not None else (None, None)
         cut = cut_off(expr, scope, types) if scope is not None and expr is not None else 0
         found.append(Place(shown_path(tree.path), diagnostic.line, diagnostic.column, module,
@@ -121,13 +121,21 @@ def cut_off(place: Expression, scope: Scope, types: Mapping[Expression, Type]) -
     return sum(1 for e in scope.expressions if without_spmd_type(types.get(e)) and depends(e))
 
 
-def _locate(sources: SourceFiles, tree: MypyFile, scopes: list[Scope], diagnostic: Diagnostic) -> tuple[Scope, Expression] | None:
+def _snippet(note: Diagnostic | None, error: Diagnostic) -> str | None:
+    """The ``In `...``` snippet of ``note``, where it is ``error``'s first note (right after it, on its line)."""
+    if note is None or note.severity != "note" or (note.path, note.line) != (error.path, error.line):
+        return None
+    found = _SNIPPET.match(note.message)
+    return found["snippet"] if found is not None else None
+
+
+def _locate(sources: SourceFiles, tree: MypyFile, scopes: list[Scope], diagnostic: Diagnostic,
+            snippet: str | None) -> tuple[Scope, Expression] | None:
     column = diagnostic.column - 1 if diagnostic.column is not None else None
     starting = [(scope, e) for scope in scopes for e in scope.expressions
                 if e.line == diagnostic.line and (column is None or e.column == column)]
-    found = _SNIPPET.match(diagnostic.message)
-    if found is not None:
-        matching = [(s, e) for s, e in starting if _is_snippet(_text(sources, tree, e), found["snippet"])]
+    if snippet is not None:
+        matching = [(s, e) for s, e in starting if _is_snippet(_text(sources, tree, e), snippet)]
         if matching:
             return max(matching, key=lambda m: _span(m[1]))
     calls = [(s, e) for s, e in starting if isinstance(e, CallExpr)]

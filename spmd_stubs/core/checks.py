@@ -139,7 +139,7 @@ def check_loss(loss: AxisType, axis: str, call: str = "backward()") -> None:
     >>> check_loss(Replicate, "cp")
     Traceback (most recent call last):
     ...
-    spmd_stubs.core.errors.SpmdTypeError: backward() seeds the gradient 1.0 on every rank, ... the loss is R@cp ...
+    spmd_stubs.core.errors.SpmdTypeError: the loss of backward() is R@cp on axis cp; it seeds the gradient 1.0 ...
     """
     if loss.kind is Kind.I or loss == Partial:
         return
@@ -147,8 +147,8 @@ def check_loss(loss: AxisType, axis: str, call: str = "backward()") -> None:
         raise SpmdTypeError(
             Code.BACKWARD,
             axis,
-            f"{call} seeds the gradient 1.0 on every rank, which is right for a pending sum but not "
-            f"for the pending {loss.reduce} of the loss {loss.on(axis)} on axis {axis}. Fix: "
+            f"the loss of {call} is {loss.on(axis)} on axis {axis}; it seeds the gradient 1.0 on every rank, "
+            f"which is right for a pending sum but not for a pending {loss.reduce}. Fix: "
             f"all_reduce(loss, {axis}, src={loss}, dst=I) first.",
             Fix(Target.OPERAND, f"all_reduce({{x}}, {axis}, src={loss}, dst=I)", loss),
         )
@@ -156,8 +156,8 @@ def check_loss(loss: AxisType, axis: str, call: str = "backward()") -> None:
     raise SpmdTypeError(
         Code.BACKWARD,
         axis,
-        f"{call} seeds the gradient 1.0 on every rank, which is only right for an Invariant or "
-        f"Partial loss, but the loss is {loss.on(axis)} on axis {axis}. Fix: "
+        f"the loss of {call} is {loss.on(axis)} on axis {axis}; it seeds the gradient 1.0 on every rank, "
+        f"which is only right for an Invariant or Partial loss. Fix: "
         f"{template.format(x='loss')}{otherwise}.",
         Fix(Target.OPERAND, template, loss),
     )

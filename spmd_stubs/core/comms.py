@@ -321,27 +321,27 @@ def _row_taken(op: str, src: AxisType, dst: AxisType) -> Transition | None:
 
 
 def _why_not(op: str, src: AxisType, dst: AxisType) -> str:
-    """The reason an invalid pair does not exist, where one applies ('' otherwise)."""
+    """The reason an invalid pair does not exist (after ``; ``), where one applies ('' otherwise)."""
     if _non_sum(src) or _non_sum(dst):
         pending = src if _non_sum(src) else dst
         return (
-            f" (a pending {pending.reduce} is made only by convert from R or reinterpret from V, "
-            f"and resolved only by all_reduce or reduce_scatter)"
+            f"; a pending {pending.reduce} is made only by convert from R or reinterpret from V, "
+            f"and resolved only by all_reduce or reduce_scatter"
         )
     if op == "reinterpret" and src.kind is P:
-        return " (a pending sum can only be resolved by communication)"
+        return "; a pending sum can only be resolved by communication"
     if op == "reinterpret" and (src.kind, dst.kind) == (I, P):
-        return " (reinterpret(I,P) would scale the value by the axis size)"
+        return "; reinterpret(I,P) would scale the value by the axis size"
     if op == "convert" and src.kind is P:
-        return " (a pending sum can only be resolved by communication)"
+        return "; a pending sum can only be resolved by communication"
     if op in CASTS and src.kind is V and dst.kind in (R, I):
-        return " (the ranks hold different data: gathering it is communication)"
+        return "; the ranks hold different data: gathering it is communication"
     if op == "all_to_all":
-        return " (all_to_all maps V to V or S(i) to S(j))"
+        return "; all_to_all maps V to V or S(i) to S(j)"
     if op in CASTS and src.kind is V and dst.kind is V:
-        return " (changing the shard dim moves data between ranks)"
+        return "; changing the shard dim moves data between ranks"
     if op == "reinterpret" and dst.shard is not None:
-        return " (a reinterpret never moves data, so it cannot pick a shard dim)"
+        return "; a reinterpret never moves data, so it cannot pick a shard dim"
     return ""
 
 

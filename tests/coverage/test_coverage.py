@@ -83,7 +83,7 @@ def test_places_in_order_of_typed_flow_cut_off(coverage: Coverage) -> None:
         (26, 12, "calls_plain", "spmd-untyped-boundary", "return typed plain torch.Tensor", 0),
     ]
     assert {p.module for p in coverage.places} == {"leaky"}
-    assert coverage.places[0].message.startswith("In `helper(x)`: `helper` takes Tensor[R@tp] as `t`")
+    assert coverage.places[0].message == "`helper` takes Tensor[R@tp] as `t`, lost at an unannotated parameter"
     assert coverage.other_errors == 0
 
 

@@ -24,10 +24,10 @@ Lowest functions (3 not fully known):
     0.0%  0 of 2  leaky: plain
    71.4%  5 of 7  leaky: calls_plain
 Places where typed values become unknown (4, most typed flow cut first):
-  tests/coverage/fixture/leaky.py:18:9: unannotated parameter, cuts 4: In `helper(x)`: `helper` takes \
-Tensor[R@tp] as `t`, lost at an unannotated parameter; `helper` has no annot...
-  tests/coverage/fixture/leaky.py:24:9: parameter typed plain torch.Tensor, cuts 2: In `plain(x)`: `plain` takes \
-Tensor[R@tp] as `t`, lost at a parameter typed plain torch.Tensor.
+  tests/coverage/fixture/leaky.py:18:9: unannotated parameter, cuts 4: `helper` takes Tensor[R@tp] as `t`, \
+lost at an unannotated parameter
+  tests/coverage/fixture/leaky.py:24:9: parameter typed plain torch.Tensor, cuts 2: `plain` takes Tensor[R@tp] \
+as `t`, lost at a parameter typed plain torch.Tensor
 """
 
 

@@ -185,9 +185,11 @@ def test_the_editor_shows_the_spmd_error_and_clears_it_when_fixed(project: Path)
         assert error["severity"] == 1, error  # Error
         assert error["range"] == {"start": {"line": line, "character": start},
                                   "end": {"line": line, "character": start + len("partial + bias")}}, error
-        assert "the R@tp term would be counted once per rank" in error["message"], error
-        notes = [d for d in published["params"]["diagnostics"] if d["message"].startswith("Fix as an edit:")]
-        assert [note["range"]["start"]["line"] for note in notes] == [line], published
+        assert error["message"] == "add adds a Partial to a non-Partial operand on axis tp (P@tp + R@tp)", error
+        notes = [d["message"] for d in published["params"]["diagnostics"] if d["range"]["start"]["line"] == line
+                 and d is not error]
+        assert notes[0] == "In `partial + bias`: the R@tp term would be counted once per rank by the pending sum.", notes
+        assert notes[1].startswith("Fix: all_reduce(x, tp, src=P, dst=R)") and notes[-1].startswith("Fix as an edit:")
 
         # The editor writes the fix, then tells the server: the change, then the save.
         source.write_text(FIXED)

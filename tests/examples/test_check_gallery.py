@@ -27,7 +27,7 @@ FIXED = BUG.replace("p + r  # E: spmd-invariant-mix", "p")
 
 
 def _error(path: str, line: int, code: str) -> str:
-    return f"{path}:{line}: error: In `p + r`: something  [{code}]"
+    return f"{path}:{line}: error: something on axis tp (P@tp + I@tp)  [{code}]"
 
 
 @pytest.fixture

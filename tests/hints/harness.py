@@ -67,7 +67,8 @@ class Hinted:
 
 
 def parse(output: str, root: Path) -> dict[Path, list[Hinted]]:
-    """The errors of mypy's ``output``, per file, each with the edit of the note after it."""
+    """The errors of mypy's ``output``, per file, each with the edit of its ``Fix as an edit`` note; its
+    other notes (where, why, the fix in words) join its message, which tells apart errors of one line."""
     found: dict[Path, list[Hinted]] = {}
     last: tuple[Path, int] | None = None
     for text in output.splitlines():
@@ -81,6 +82,9 @@ def parse(output: str, root: Path) -> dict[Path, list[Hinted]]:
         elif last == (path, line) and message.startswith(EDIT_NOTE):
             errors = found[path]
             errors[-1] = replace(errors[-1], edit=_edit(message[len(EDIT_NOTE):]))
+        elif last == (path, line):
+            errors = found[path]
+            errors[-1] = replace(errors[-1], message=f"{errors[-1].message} {message}")
     return found
 
 

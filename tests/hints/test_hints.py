@@ -54,17 +54,23 @@ def test_apply_replaces_spans_and_adds_imports_after_the_last_import() -> None:
     )
 
 
-def test_parse_pairs_each_error_with_the_note_after_it(tmp_path: Path) -> None:
+def test_parse_pairs_each_error_with_its_notes(tmp_path: Path) -> None:
     output = (
-        't.py:3: error: In `p + r`: ... Fix: all_reduce(x, tp, src=P, dst=I) ...  [spmd-invariant-mix]\n'
+        't.py:3: error: add mixes Invariant with Partial on axis tp (P@tp + I@tp)  [spmd-invariant-mix]\n'
+        't.py:3: note: In `p + r`\n'
+        't.py:3: note: Fix: all_reduce(x, tp, src=P, dst=I) on the Partial operand before add.\n'
         't.py:3: note: Fix as an edit: {"line": 3, "column": 8, "end_line": 3, "end_column": 9, '
         '"replacement": "spmd.all_reduce(p, tp, src=P, dst=I)", "imports": []}\n'
-        't.py:4: error: In `r * v`: ... Fix (needs your choice): ...  [spmd-invariant-mix]\n'
+        't.py:4: error: mul mixes Invariant with Varying on axis tp (I@tp, V@tp)  [spmd-invariant-mix]\n'
+        't.py:4: note: In `r * v`: ...\n'
+        't.py:4: note: Fix (needs your choice): ...\n'
         't.py:4: note: Fix as an edit: none (needs your choice)\n'
         't.py:5: error: Name "R" is not defined  [name-defined]\n'
     )
     [(path, errors)] = parse(output, tmp_path).items()
     assert path == (tmp_path / "t.py").resolve()
     assert errors[0].edit == Edit(3, 8, 3, 9, "spmd.all_reduce(p, tp, src=P, dst=I)")
+    assert errors[0].message == ("add mixes Invariant with Partial on axis tp (P@tp + I@tp) In `p + r` "
+                                 "Fix: all_reduce(x, tp, src=P, dst=I) on the Partial operand before add.")
     assert errors[1].edit is None and errors[1].needs_choice
     assert errors[2] == Hinted(5, "name-defined", 'Name "R" is not defined', None) and not errors[2].needs_choice

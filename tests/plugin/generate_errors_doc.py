@@ -21,11 +21,22 @@ INTRO = """# spmd_mypy error codes
 Every code is a sub-code of `spmd`: silence one with
 `# type: ignore[spmd-partial-mul]`, all of them with `# type: ignore[spmd]` or
 `--disable-error-code spmd` (or `disable_error_code = spmd` in the config).
-Every message names the mesh axis, the operand types in `R@tp` form and a fix.
+Every error line says in one short sentence what is wrong, on which mesh axis,
+with the operand types in `R@tp` form; `note:` lines on the same line follow it:
+the expression (`` In `a * b`: ``) with why it is wrong, then the fix (`Fix:`,
+or `Fix (needs your choice):`), and with `show_fixes` the fix as an edit.
+
+<!-- excerpt -->
+```
+t.py:7: error: add adds a Partial to a non-Partial operand on axis tp (P@tp + R@tp)  [spmd-partial-affine]
+t.py:7: note: In `partial + bias`: the R@tp term would be counted once per rank by the pending sum.
+t.py:7: note: Fix: all_reduce(x, tp, src=P, dst=R) on the Partial operand first, or convert(y, tp, src=R, dst=P) on the other term.
+```
 
 Each example below is a test case (`tests/plugin/cases/...`): the `# E:` comment
-is the error the checker must report on that line and `# N:` what `reveal_type`
-must show; `wrong` must give exactly those errors and `fixed` must check clean.
+is the error the checker must report on that line (its text found in the error
+line or its notes) and `# N:` what `reveal_type` must show; `wrong` must give
+exactly those errors and `fixed` must check clean.
 This page is generated from them by `python -m tests.plugin.generate_errors_doc`.
 
 | code | when |

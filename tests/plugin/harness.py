@@ -7,7 +7,8 @@ diagnostic is about::
     reveal_type(y)  # N: Tensor[R@tp]
 
 ``# E: <code> [substring]`` expects an error with that code (and the
-substring in its message), ``# N: <substring>`` a note (reveal_type).
+substring in its message: the error line and the notes after it on its
+line, joined with spaces), ``# N: <substring>`` a note (reveal_type).
 Several expectations may share a line.  The comparison is exact per file:
 a missing or an unexpected error or reveal_type note fails.  In a directory
 checked in several configurations (``spmd-check``), ``# E[sp]:`` expects a
@@ -22,7 +23,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -91,19 +92,28 @@ def expectations_in(source: str) -> list[Expectation]:
 
 
 def parse_output(output: str, root: Path) -> dict[Path, list[Diagnostic]]:
-    """mypy's output lines, per absolute file path (errors and reveal_type notes only)."""
+    """mypy's output lines, per absolute file path (errors and reveal_type notes only).
+
+    The notes that follow an error on its line (its explanation and fix) count as part of its
+    message, joined with spaces, so an expectation's substring may come from any of them.
+    """
     per_file: dict[Path, list[Diagnostic]] = {}
+    last_error: tuple[Path, int] | None = None
     for line in output.splitlines():
         match = _DIAGNOSTIC.match(line)
         if match is None:
             continue
         kind = "E" if match.group("kind") == "error" else "N"
         message = match.group("message")
-        if kind == "N" and not message.startswith("Revealed type is"):
-            continue
         path = (root / match.group("path")).resolve()
-        diagnostic = Diagnostic(int(match.group("line")), kind, match.group("code") or "", message,
-                                match.group("label") or "")
+        number = int(match.group("line"))
+        if kind == "N" and not message.startswith("Revealed type is"):
+            if last_error == (path, number):
+                error = per_file[path][-1]
+                per_file[path][-1] = replace(error, message=f"{error.message} {message}")
+            continue
+        last_error = (path, number) if kind == "E" else None
+        diagnostic = Diagnostic(number, kind, match.group("code") or "", message, match.group("label") or "")
         per_file.setdefault(path, []).append(diagnostic)
     return per_file
 

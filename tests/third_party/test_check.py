@@ -87,9 +87,11 @@ def test_what_the_checker_finds(checked):
     root, files, run = checked
     trees = {f: ast.parse((root / f).read_text()) for f in files}
     found = Counter()
-    for d in run.diagnostics:
+    for d, after in zip(run.diagnostics, (*run.diagnostics[1:], None)):
         if d.is_spmd:
-            where = re.match(r"In `([\w.]+)", d.message)
+            # The expression is named by the first note on the error's line.
+            note = after.message if after is not None and (after.path, after.line) == (d.path, d.line) else ""
+            where = re.match(r"In `([\w.]+)", note)
             found[(files[d.path], function_at(trees[d.path], d.line), d.code, where and where.group(1),
                    d.configurations)] += 1
     assert found == EXPECTED, "\n".join(str(d) for d in run.diagnostics if d.is_spmd)

@@ -24,7 +24,7 @@ def wide_before(ééééé: int, x: Tensor[S(0)@tp]) -> None:
 
 
 def op_after(p: Tensor[P@tp], r: Tensor[I@tp]) -> Tensor[I@tp]:
-    étiquette = "ünïcödé"; return p + r  # E: spmd-invariant-mix In `p + r`: add mixes Invariant with Partial
+    étiquette = "ünïcödé"; return p + r  # E: spmd-invariant-mix add mixes Invariant with Partial
 
 
 def mul_after(p: Tensor[P@tp]) -> Tensor[P@tp]:

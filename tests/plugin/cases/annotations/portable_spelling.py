@@ -33,4 +33,4 @@ def no_dim(x: Tensor[Sharded[tp]]) -> None: ...  # E: spmd-annotation Sharded ne
 def not_an_int(x: Tensor[Sharded[Literal["0"], tp]]) -> None: ...  # E: spmd-annotation Sharded takes an int tensor dim
 
 
-def imported_under_another_name(x: Tensor[Split[tp]]) -> None: ...  # E: spmd-annotation 'Split': Sharded needs the sharded tensor dim
+def imported_under_another_name(x: Tensor[Split[tp]]) -> None: ...  # E: spmd-annotation 'Split' Sharded needs the sharded tensor dim

@@ -15,7 +15,7 @@ class CopyWithoutAllReduce(torch.autograd.Function):
         return convert(x, tp, src=I, dst=R)
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor[R@tp]) -> Tensor[I@tp]:  # E: spmd-autograd `CopyWithoutAllReduce.backward` parameter 1 (`g`) is R@tp on axis tp, but it is the gradient of forward's output 1, R@tp, whose dual is P@tp. Fix (needs your choice): annotate it Tensor[P@tp]
+    def backward(ctx: Any, g: Tensor[R@tp]) -> Tensor[I@tp]:  # E: spmd-autograd `CopyWithoutAllReduce.backward` parameter 1 (`g`) is R@tp on axis tp it is the gradient of forward's output 1, R@tp, whose dual is P@tp. Fix (needs your choice): annotate it Tensor[P@tp]
         return convert(g, tp, src=R, dst=I, expert_mode=True)
 
 
@@ -27,7 +27,7 @@ class ReduceTypingItsGradientInvariant(torch.autograd.Function):
         return all_reduce(x, tp, src=P, dst=I)
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor[I@tp]) -> Tensor[I@tp]:  # E: spmd-autograd return 1 is I@tp on axis tp, but it is the gradient of forward's argument 1 (`x`), P@tp, whose dual is R@tp
+    def backward(ctx: Any, g: Tensor[I@tp]) -> Tensor[I@tp]:  # E: spmd-autograd return 1 is I@tp on axis tp it is the gradient of forward's argument 1 (`x`), P@tp, whose dual is R@tp
         return g
 
 
@@ -39,7 +39,7 @@ class ReduceReturningPartial(torch.autograd.Function):
         return all_reduce(x, tp, src=P, dst=I)
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor[I@tp, V@dp]) -> Tensor[P@tp, V@dp]:  # E: spmd-autograd return 1 is P@tp on axis tp, but it is the gradient of forward's argument 1 (`x`), P@tp, whose dual is R@tp. Fix (needs your choice): annotate it Tensor[V@dp, R@tp]
+    def backward(ctx: Any, g: Tensor[I@tp, V@dp]) -> Tensor[P@tp, V@dp]:  # E: spmd-autograd return 1 is P@tp on axis tp it is the gradient of forward's argument 1 (`x`), P@tp, whose dual is R@tp. Fix (needs your choice): annotate it Tensor[V@dp, R@tp]
         return convert(g, tp, src=I, dst=P, expert_mode=True)
 
 
@@ -51,7 +51,7 @@ class GatherWithWrongSplit(torch.autograd.Function):
         return all_gather(x, tp, src=V, dst=R)
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor[R@tp]) -> Tensor[R@tp]:  # E: spmd-autograd parameter 1 (`g`) is R@tp on axis tp # E: spmd-autograd return 1 is R@tp on axis tp, but it is the gradient of forward's argument 1 (`x`), V@tp, whose dual is V@tp
+    def backward(ctx: Any, g: Tensor[R@tp]) -> Tensor[R@tp]:  # E: spmd-autograd parameter 1 (`g`) is R@tp on axis tp # E: spmd-autograd return 1 is R@tp on axis tp it is the gradient of forward's argument 1 (`x`), V@tp, whose dual is V@tp
         return g
 
 
@@ -73,7 +73,7 @@ class GradientForAnInt(torch.autograd.Function):
         return reduce_scatter(x, tp, src=P, dst=S(0))
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor[S(0)@tp]) -> tuple[Tensor[R@tp], Tensor[R@tp]]:  # E: spmd-autograd return 2 is a tensor, but forward's argument 2 (`dim`) is not a tensor and takes no gradient. Fix (needs your choice): return None there
+    def backward(ctx: Any, g: Tensor[S(0)@tp]) -> tuple[Tensor[R@tp], Tensor[R@tp]]:  # E: spmd-autograd return 2 is a tensor, but forward's argument 2 (`dim`) is not a tensor and takes no gradient Fix (needs your choice): return None there
         r = all_gather(g, tp, src=S(0), dst=R)
         return r, r
 

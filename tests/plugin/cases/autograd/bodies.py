@@ -129,7 +129,7 @@ class UnknownGroup(torch.autograd.Function):
 
 
 def outside_a_function(x: Tensor[P@tp]) -> Tensor[R@tp]:
-    dist.all_reduce(x, group=group_of(tp))  # E: spmd-untyped-collective torch.distributed all_reduce on a typed tensor (Tensor[P@tp])
+    dist.all_reduce(x, group=group_of(tp))  # E: spmd-untyped-collective torch.distributed all_reduce on Tensor[P@tp]
     return x  # E: return-value got "Tensor[P@tp]", expected "Tensor[R@tp]"
 
 

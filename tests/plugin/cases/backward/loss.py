@@ -13,7 +13,7 @@ def good(loss: Tensor[P@dp, I@tp, P@cp], g: Tensor[R@dp], x: torch.Tensor) -> No
 
 
 def bad(loss_r: Tensor[R@tp], loss_v: Tensor[V@dp], g: torch.Tensor, x: torch.Tensor) -> None:
-    loss_r.backward()  # E: spmd-backward the loss is R@tp on axis tp
+    loss_r.backward()  # E: spmd-backward is R@tp on axis tp
     loss_v.backward()  # E: spmd-backward reinterpret(loss, dp, src=V, dst=P)
     torch.autograd.backward(loss_r)  # E: spmd-backward torch.autograd.backward()
     torch.autograd.grad(loss_v, [x])  # E: spmd-backward torch.autograd.grad()

@@ -36,5 +36,5 @@ def unknown_group(p: Tensor[V@dp, P@tp], i: Tensor[I@tp], group: dist.ProcessGro
 
 
 def loss(partial_loss: Tensor[P@tp], invariant_loss: Tensor[I@tp]) -> None:
-    dnnf.all_reduce(partial_loss, group=spmd.group_of(tp)).backward()  # E: spmd-backward the loss is R@tp
-    dnnf.all_reduce(invariant_loss, group=spmd.group_of(tp)).backward()  # E: spmd-collective src=P, but the input is I@tp  # E: spmd-backward the loss is R@tp
+    dnnf.all_reduce(partial_loss, group=spmd.group_of(tp)).backward()  # E: spmd-backward is R@tp
+    dnnf.all_reduce(invariant_loss, group=spmd.group_of(tp)).backward()  # E: spmd-collective src=P, but the input is I@tp  # E: spmd-backward is R@tp

@@ -3,7 +3,7 @@ import spmd_stubs as spmd
 from spmd_stubs import I, S, Tensor
 from spmd_stubs.axes import tp
 
-Misspelt = Tensor[S[0, tp]] if spmd.flags.sequence_paralel else Tensor[I[tp]]  # E: spmd-configuration no configuration sets the flag sequence_paralel
+Misspelt = Tensor[S[0, tp]] if spmd.flags.sequence_paralel else Tensor[I[tp]]  # E: spmd-configuration no configuration sets the flag spmd.flags.sequence_paralel
 
 
 def wrong(x: Misspelt) -> None:

@@ -14,7 +14,7 @@ def wrong(x: Tensor[I@tp]) -> None:
             return convert(x, tp, src=I, dst=R)
 
         @staticmethod
-        def backward(ctx: Any, g: Tensor[R@tp]) -> Tensor[I@tp]:  # E: spmd-autograd parameter 1 (`g`) is R@tp on axis tp, but it is the gradient of forward's output 1, R@tp, whose dual is P@tp
+        def backward(ctx: Any, g: Tensor[R@tp]) -> Tensor[I@tp]:  # E: spmd-autograd parameter 1 (`g`) is R@tp on axis tp it is the gradient of forward's output 1, R@tp, whose dual is P@tp
             return convert(g, tp, src=R, dst=I, expert_mode=True)
 
 

@@ -7,7 +7,7 @@ from spmd_stubs.axes import dp, tp
 
 def wrong(logits: Tensor[S(-1)@tp, V@dp], target: Tensor[R@tp, V@dp]) -> None:
     loss = F.cross_entropy(all_gather(logits, tp, src=S(-1), dst=R), target)
-    loss.backward()  # E: spmd-backward the loss is V@dp on axis dp # E: spmd-backward the loss is R@tp on axis tp
+    loss.backward()  # E: spmd-backward is V@dp on axis dp # E: spmd-backward is R@tp on axis tp
 
 
 def fixed(logits: Tensor[S(-1)@tp, V@dp], target: Tensor[I@tp, V@dp]) -> None:

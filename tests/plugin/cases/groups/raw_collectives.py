@@ -14,7 +14,7 @@ class Layer:
     tp_group: dist.ProcessGroup
 
     def forward(self, x: Tensor[V@dp, P@tp], y: Tensor[V@dp]) -> None:
-        dist.all_reduce(x, group=self.tp_group)  # E: spmd-untyped-collective on axis tp (and its gradient) would be wrong afterwards. Fix (needs your choice): use the typed spmd_stubs.all_reduce(x, tp, src=P
+        dist.all_reduce(x, group=self.tp_group)  # E: spmd-untyped-collective on axis tp changes values the checker cannot see In `dist.all_reduce(x, group=self.tp_group)`: the tensor's SPMD type there (and its gradient) would be wrong afterwards. Fix (needs your choice): use the typed spmd_stubs.all_reduce(x, tp, src=P
         dist.all_reduce(y, group=self.tp_group)  # E: spmd-untyped-collective the tensor has no SPMD type on axis tp, the group's axis
 
 

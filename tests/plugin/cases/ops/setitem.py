@@ -36,7 +36,7 @@ def rejected(
     m: Tensor[Pmax@tp], i: Tensor[I@tp], mask: Tensor[R@tp], vmask: Tensor[V@tp],
 ) -> None:
     r[0] = p  # E: spmd-inplace writes y of type P@tp into x of type R@tp on axis tp
-    r[:, 1:3] = v  # E: spmd-inplace writes y of type V@tp into x of type R@tp on axis tp, but a tensor written in place keeps its type, and its ranks would then hold different values. Fix (needs your choice): write a value that is R
+    r[:, 1:3] = v  # E: spmd-inplace writes y of type V@tp into x of type R@tp on axis tp In `r[:, 1:3]`: a tensor written in place keeps its type, and its ranks would then hold different values. Fix (needs your choice): write a value that is R
     r[0] = s  # E: spmd-inplace writes y of type S(0)@tp into x of type R@tp
     r[vmask] = 0.0  # E: spmd-inplace writes at positions that differ between ranks on axis tp (x: R@tp, i: V@tp)
     r[p] = r2  # E: spmd-partial-nonlinear uses a Partial tensor as the index on axis tp (x: R@tp, i: P@tp)

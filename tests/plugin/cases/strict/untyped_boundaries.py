@@ -19,7 +19,7 @@ class RMSNorm(torch.nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
 
     def forward(self, x: Tensor[S(0)@tp]) -> Tensor[S(0)@tp]:
-        return self._norm(x) * self.weight  # E: spmd-untyped-boundary `_norm` takes Tensor[S(0)@tp] as `x`, lost at an unannotated parameter; `_norm` has no annotations, so its result is unknown as well
+        return self._norm(x) * self.weight  # E: spmd-untyped-boundary `_norm` takes Tensor[S(0)@tp] as `x`, lost at an unannotated parameter In `self._norm(x)`: `_norm` has no annotations, so its result is unknown as well
 
 
 def plain_helper(x: torch.Tensor, w: Tensor[S(0)@tp]) -> Tensor[V@tp]:
@@ -41,7 +41,7 @@ def plain_return(x: Tensor[V@tp]) -> torch.Tensor:
 
 
 def unannotated_return(x: Tensor[V@tp]):  # type: ignore[no-untyped-def]
-    return F.relu(x)  # E: spmd-untyped-boundary `unannotated_return` returns Tensor[V@tp], lost at an unannotated return, so its callers get no SPMD type. Fix (needs your choice): annotate the return `-> Tensor[V@tp]`.
+    return F.relu(x)  # E: spmd-untyped-boundary `unannotated_return` returns Tensor[V@tp], lost at an unannotated return In `F.relu(x)`: its callers get no SPMD type. Fix (needs your choice): annotate the return `-> Tensor[V@tp]`.
 
 
 class Untyped(torch.nn.Module):
@@ -97,7 +97,7 @@ class Attention(torch.nn.Module):
 
     def forward(self, q: Tensor[S(1)@tp], explicit: Any) -> None:
         self.attn(q)  # E: spmd-untyped-boundary `self.attn` takes Tensor[S(1)@tp], lost at an untyped third-party call
-        self.kernel(q)  # E: spmd-untyped-boundary `self.kernel` takes Tensor[S(1)@tp], lost at a call of an untyped value: mypy infers it Any
+        self.kernel(q)  # E: spmd-untyped-boundary `self.kernel` takes Tensor[S(1)@tp], lost at a call of an untyped value In `self.kernel(q)`: mypy infers it Any
         self.proj(q)
         explicit(q)
         kernel = flash_attn_func

@@ -68,6 +68,9 @@ _VALUE_ID = TypeVarId(1, namespace=NAMESPACE)
 """The id every known SPMD type shares, so that mypy compares their bounds."""
 _AXIS_NAMESPACE = f"{NAMESPACE}.axis"
 _UNKNOWN = AnyType(TypeOfAny.special_form)
+_NO_DEFAULT = AnyType(TypeOfAny.from_omitted_generics)
+"""A value's default as mypy writes "none": every value shares one id, and mypy 2.0 and 2.1 expand a type
+through a guard keyed by the id of a type variable with a default (every value would become the first one)."""
 
 
 def add_hidden_parameter(ctx: ClassDefContext) -> None:
@@ -126,7 +129,7 @@ class InternedValues:
         assert self.no_axis is not None
         name = str(tensor_type)
         bound = _bound(self.no_axis, local_form(tensor_type))
-        return TypeVarType(name, f"{NAMESPACE}.{name}", _VALUE_ID, [], bound, _UNKNOWN)
+        return TypeVarType(name, f"{NAMESPACE}.{name}", _VALUE_ID, [], bound, _NO_DEFAULT)
 
 
 def unknown_tensor(api: CheckerPluginInterface) -> Instance | None:

@@ -87,7 +87,7 @@ def test_docstring_examples_run(name: str) -> None:
 
 
 TOP_LEVEL = {"pyproject.toml", "spmd_mypy", "spmd_stubs", "tests", "docs", "examples", "scripts", "README.md",
-             "LICENSE", ".ci", ".gitignore", ".pre-commit-hooks.yaml"}
+             "LICENSE", ".ci", ".gitignore", ".pre-commit-hooks.yaml", "MANIFEST.in"}
 """What the repository holds at its top; everything else lives under one of these."""
 
 

@@ -106,7 +106,7 @@ def test_strict_override_reaches_parallel_workers(project: tuple[Path, Path, Pat
     """A tool's strict run keeps its diagnostics and type map with mypy's workers asked for."""
     source = project[0]
     run = _run(project, flags=["--num-workers=2"], strict=True)
-    codes = [d.code for d in run.diagnostics]
+    codes = [d.code for d in run.diagnostics if d.severity == "error"]
     assert codes == ["spmd-unmodelled"], run.diagnostics
     assert any(tree.path == str(source) for tree in run.trees.values())
     assert len(run.types) > 0

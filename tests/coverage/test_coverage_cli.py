@@ -84,4 +84,4 @@ def test_a_missing_path_exits_2(cache: Path, tmp_path: Path) -> None:
 
 def test_the_command_is_installed_by_name() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["spmd-coverage"] == "spmd_mypy.coverage.cli:main"
+    assert scripts["spmd-coverage"] == "spmd_mypy.commands:coverage"

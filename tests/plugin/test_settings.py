@@ -151,7 +151,7 @@ PYPROJECT = '[tool.mypy]\nplugins = ["spmd_mypy"]\n\n[tool.spmd_mypy]\n'
 
 
 @pytest.mark.parametrize(("setting", "error"), [
-    ('strict = "maybe"', "[tool.spmd_mypy] strict must be true or false, got 'maybe'"),
+    ('strict = "maybe"', "[tool.spmd_mypy] strict must be true or false (a TOML boolean, unquoted), got 'maybe'"),
     ("strikt = true", "[tool.spmd_mypy] has no setting 'strikt' (set to true; did you mean 'strict'?): "
                       "the settings are strict, allow_redefinition, show_fixes, groups, configurations "
                       "(docs/checker.md#settings)"),

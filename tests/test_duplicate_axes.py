@@ -144,11 +144,12 @@ def test_the_plugin_reports_it_with_the_same_message(tmp_path: Path, kept_dir: C
         fcntl.flock(lock, fcntl.LOCK_EX)
         output = run_mypy([case], config, cache_root / "mypy_cache", tmp_path)
     prefix, code = "error: Bad SPMD annotation: ", "  [spmd-annotation]"
-    found = {
-        int(line.split(":")[1]): line.split(prefix, 1)[1].removesuffix(code)
-        for line in output.splitlines()
-        if prefix in line and line.endswith(code)
-    }
+    headlines = {int(line.split(":")[1]): line.split(prefix, 1)[1].removesuffix(code)
+                 for line in output.splitlines() if prefix in line and line.endswith(code)}
+    # the error line says what is wrong; its fix follows as a note on the same line (mypy's shape)
+    fixes = {int(line.split(":")[1]): line.split(": note: ", 1)[1]
+             for line in output.splitlines() if ": note: Fix: " in line}
+    found = {number: f"{headline}. {fixes.get(number, '')}" for number, headline in headlines.items()}
     assert {line: _types(message) for line, message in found.items()} == {
         4: ("R@tp", "V@tp"),
         5: ("R@tp", "I@tp"),

@@ -167,6 +167,6 @@ def test_a_fresh_environment_runs_the_runtime_then_the_checker(
     refused = _run([venv / "bin/mypy", "--cache-dir", tmp_path / "cache-1.20", "t.py"], project)
     output = refused.stdout + refused.stderr
     assert refused.returncode == 2, output
-    assert re.search(r"^pyproject\.toml:2: error: this is mypy 1\.20\.2; .* supports mypy >=2\.2,<3\.0 only",
+    assert re.search(r"^pyproject\.toml:2: error: this is mypy 1\.20\.2; .* supports mypy >=2\.0,<3\.0 only",
                      refused.stdout, re.M), output
     assert "Traceback" not in output and "INTERNAL ERROR" not in output

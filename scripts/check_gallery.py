@@ -75,11 +75,18 @@ def judge(directory: Path, output: str, cwd: Path) -> Verdict:
     bugs, fixes = gallery(directory)
     verdict = Verdict()
     reported: dict[Path, list[tuple[int, str, str]]] = {}
+    last: tuple[Path, int] | None = None
     for text in output.splitlines():
         match = ERROR.match(text)
         if match:
             path = (cwd / match["path"]).resolve()
             reported.setdefault(path, []).append((int(match["line"]), match["code"] or "", text))
+            last = (path, int(match["line"]))
+        elif last is not None and text.startswith(f"{os.path.relpath(last[0], cwd)}:{last[1]}: note: "):
+            line, code, shown = reported[last[0]][-1]  # the error's explanation and fix: shown with it
+            reported[last[0]][-1] = (line, code, f"{shown}\n{text}")
+        else:
+            last = None
     for bug in bugs:
         name = bug.name[: -len("_bug.py")]
         expected = expected_errors(bug.read_text())
@@ -101,9 +108,11 @@ def judge(directory: Path, output: str, cwd: Path) -> Verdict:
     return verdict
 
 
-def _shown(lines: list[str]) -> str:
+def _shown(diagnostics: list[str]) -> str:
+    """Each diagnostic's lines (an error and its notes), indented and wrapped."""
     return "\n".join(textwrap.fill(line, width=110, initial_indent="    ", subsequent_indent="        ",
-                                   break_on_hyphens=False) for line in lines)
+                                   break_on_hyphens=False)
+                     for diagnostic in diagnostics for line in diagnostic.splitlines())
 
 
 def report(verdict: Verdict) -> str:

@@ -30,7 +30,8 @@ Each flag can also be set in the environment, which wins over the file
 (``SPMD_MYPY_STRICT=true``): mypy hands its environment to every worker
 process it starts, so a tool's override reaches them all.
 
-This module imports nothing from mypy: ``spmd-migrate`` reads the same settings.
+This module imports mypy only to find the config file the way mypy does
+(:func:`find_config_file`): ``spmd-migrate`` reads the same settings.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def load(config_file: str | None) -> Config:
 
 def _load(config_file: str | None) -> Config:
     sections = _sections(config_file)
-    misspelt = _misspelt_sections(sections, config_file)
+    misspelt = _misspelt_sections(sections)
     if misspelt:
         shown = ", ".join(f"[{name}]" for name in misspelt)
         raise ConfigError(f"{shown} looks like [{SECTION}] misspelt: the checker reads its settings from "
@@ -244,7 +245,7 @@ def _sections(config_file: str | None) -> dict[str, Any]:
         raise ConfigError(f"{config_file} cannot be read: {error}") from None
 
 
-def _misspelt_sections(sections: dict[str, Any], config_file: str | None) -> list[str]:
+def _misspelt_sections(sections: dict[str, Any]) -> list[str]:
     """Section names that look like ours but are not (``[spmd-mypy]``, ``[spmd_mpy]``): the checker would
     read none of their settings."""
     def squashed(name: str) -> str:

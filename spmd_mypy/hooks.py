@@ -282,17 +282,15 @@ _INFERRED = ("default_return_type", "default_attr_type", "default_signature")
 """Where a hook's context holds what mypy inferred without the plugin."""
 
 
-def inferred_field(ctx: Any) -> str:
-    """The context's field holding what mypy inferred without the plugin."""
-    return next(attribute for attribute in _INFERRED if hasattr(ctx, attribute))
+def inferred_field(ctx: Any) -> str | None:
+    """The context's field holding what mypy inferred without the plugin (None: a context without one)."""
+    return next((attribute for attribute in _INFERRED if hasattr(ctx, attribute)), None)
 
 
 def _fallback(ctx: Any) -> Any:
     """What mypy would have inferred without the plugin."""
-    for attribute in _INFERRED:
-        if hasattr(ctx, attribute):
-            return getattr(ctx, attribute)
-    return AnyType(TypeOfAny.from_error)
+    field = inferred_field(ctx)
+    return getattr(ctx, field) if field is not None else AnyType(TypeOfAny.from_error)
 
 
 def guarded(hook: Callable[[Context], Any]) -> Callable[[Context], Any]:

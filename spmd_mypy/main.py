@@ -83,7 +83,9 @@ def _after(theirs: Hook, ours: Hook) -> Hook:
     """``ours`` on what mypy's default plugin made of the call, in place of mypy's own inference."""
 
     def run(ctx: Any) -> Any:
-        return ours(ctx._replace(**{hooks.inferred_field(ctx): theirs(ctx)}))
+        field = hooks.inferred_field(ctx)
+        assert field is not None  # every kind of hook mypy's default plugin also answers has one
+        return ours(ctx._replace(**{field: theirs(ctx)}))
 
     return run
 

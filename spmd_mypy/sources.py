@@ -86,13 +86,10 @@ class SourceFiles:
         end_line, end_column = node.end_line, node.end_column
         if node.line < 1 or node.column < 0 or end_line is None or end_column is None:
             raise SourceUnreadable("no end position")
-        lines = self.lines(module)[node.line - 1 : end_line]
-        if not lines:
+        lines = self.lines(module)
+        if node.line > len(lines):
             raise SourceUnreadable("the position is past the file's end")
-        start, end = self.index(lines[0], node.column), self.index(lines[-1], end_column)
-        if len(lines) == 1:
-            return lines[0][start:end]
-        return "\n".join([lines[0][start:], *lines[1:-1], lines[-1][:end]])
+        return _between(lines, (node.line, node.column, min(end_line, len(lines)), end_column), self.native_parser)
 
     def subscript_items(self, module: MypyFile, subscript: Context) -> list[str]:
         """The source text of each item of the subscript (``x[a, b]``) that ends where ``subscript`` ends.
@@ -112,7 +109,7 @@ class SourceFiles:
         if found is None or found.line < subscript.line:
             raise SourceUnreadable("no subscript ends there")
         lines = self.lines(module)
-        return [_segment(lines, item) for item in found.items]
+        return [_between(lines, item, native_parser=False) for item in found.items]
 
     def _subscripts_of(self, module: MypyFile) -> dict[tuple[int, int], _Subscript]:
         """:func:`_subscripts_in` the file of ``module``, parsed once per parse."""
@@ -128,7 +125,7 @@ class SourceFiles:
 
 
 _Place = tuple[int, int, int, int]
-"""A node's (line, UTF-8 byte column, end line, end byte column), as Python's ``ast`` gives them."""
+"""A node's (line, column, end line, end column): from Python's ``ast``, columns in UTF-8 bytes."""
 
 
 class _Subscript(NamedTuple):
@@ -159,11 +156,11 @@ def _place(node: ast.expr) -> _Place:
     return node.lineno, node.col_offset, end_line, end_column
 
 
-def _segment(lines: list[str], place: _Place) -> str:
-    """The text of ``lines`` at ``place``."""
+def _between(lines: list[str], place: _Place, native_parser: bool) -> str:
+    """The text of ``lines`` at ``place`` (1-based lines; columns in the units of the parser that gave them)."""
     line, column, end_line, end_column = place
     first, last = lines[line - 1], lines[end_line - 1]
-    start, end = character_index(first, column, False), character_index(last, end_column, False)
+    start, end = character_index(first, column, native_parser), character_index(last, end_column, native_parser)
     if line == end_line:
         return first[start:end]
     return "\n".join([first[start:], *lines[line : end_line - 1], last[:end]])

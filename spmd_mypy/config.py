@@ -18,9 +18,21 @@ Keys:
 ``groups`` (default none)
     Which process-group expressions mean which mesh axis, each ``name: axis``:
     a function's full name (its call's result is the group) or ``*.attr``
-    (any attribute of that name).  A TOML table in pyproject.toml, comma- or
+    (any attribute of that name, and a variable or parameter of that name).  A TOML table in pyproject.toml, comma- or
     newline-separated pairs in mypy.ini / setup.cfg.  Read by the plugin
     (:mod:`spmd_mypy.groups`) and by ``spmd-migrate``.
+``sizes`` (default none)
+    Which expressions are the size of a mesh axis's group, in the form of
+    ``groups``: a function's full name (Megatron's
+    ``get_tensor_model_parallel_world_size``) or ``*.attr``, which also
+    covers a plain name ``attr``.  A branch that tests one for 1 is checked
+    with that axis trivial (docs/spec.md#axes-of-size-1).
+``collectives`` (default none)
+    Functions that are a torch.distributed collective under another name,
+    each ``name: torch.distributed.COLLECTIVE`` (nanotron's
+    ``nanotron.distributed.all_gather_into_tensor:
+    torch.distributed.all_gather_into_tensor``): their calls are typed as
+    torch's, argument by argument name.
 ``configurations`` (default none)
     Named sets of the run-time flags layers test (``sp = { sequence_parallel
     = true }``): a run checks one (``$SPMD_MYPY_CONFIGURATION``, else the
@@ -52,7 +64,8 @@ SECTION = "spmd_mypy"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _FLAGS = ("strict", "allow_redefinition", "show_fixes")
-_TABLES = ("groups", "configurations")
+_TABLES = ("groups", "sizes", "collectives", "configurations")
+COLLECTIVE_PREFIX = "torch.distributed."
 
 
 class ConfigError(ValueError):
@@ -60,11 +73,11 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class GroupDeclarations:
-    """``groups``: process-group names -> the mesh axis each means.
+class AxisNames:
+    """``groups`` or ``sizes``: names of process groups (or of their sizes) -> the mesh axis each is of.
 
-    ``functions`` holds full names of functions whose call returns the group,
-    ``attributes`` the attribute names declared as ``*.attr``.
+    ``functions`` holds full names of functions whose call returns the group
+    (the size), ``attributes`` the attribute names declared as ``*.attr``.
     """
 
     functions: tuple[tuple[str, str], ...] = ()
@@ -75,7 +88,7 @@ class GroupDeclarations:
         return dict(self.functions).get(fullname)
 
     def of_attribute(self, name: str) -> str | None:
-        """The axis of the group any ``<expr>.name`` holds, if declared."""
+        """The axis of the group (the size) any ``<expr>.name`` or plain ``name`` holds, if declared."""
         return dict(self.attributes).get(name)
 
     def as_dict(self) -> dict[str, str]:
@@ -88,7 +101,10 @@ class Config:
     strict: bool = False
     allow_redefinition: bool = True
     show_fixes: bool = False
-    groups: GroupDeclarations = GroupDeclarations()
+    groups: AxisNames = AxisNames()
+    sizes: AxisNames = AxisNames()
+    collectives: tuple[tuple[str, str], ...] = ()
+    """A function's full name -> the torch.distributed collective it is (``torch.distributed.all_reduce``)."""
     configurations: tuple[declared.Configuration, ...] = ()
     configuration: declared.Configuration | None = None
     """The configuration this run checks (one of ``configurations``)."""
@@ -96,7 +112,8 @@ class Config:
     def as_dict(self) -> dict[str, Any]:
         """The settings verdicts depend on, in JSON's types (mypy's cache compares them as stored)."""
         active = self.configuration
-        return {**asdict(self), "groups": self.groups.as_dict(), "configurations": None,
+        return {**asdict(self), "groups": self.groups.as_dict(), "sizes": self.sizes.as_dict(),
+                "collectives": dict(self.collectives), "configurations": None,
                 "configuration": None if active is None else {"name": active.name, "flags": dict(active.flags)}}
 
 
@@ -163,7 +180,9 @@ def _load(config_file: str | None) -> Config:
         configuration = declared.selected(configurations)
     except declared.DeclarationError as error:
         raise ConfigError(f"[{SECTION}] {error}") from None
-    return Config(**{**flags, **_from_environment()}, groups=parse_groups(section.get("groups", {})),
+    return Config(**{**flags, **_from_environment()}, groups=parse_axis_names("groups", section.get("groups", {})),
+                  sizes=parse_axis_names("sizes", section.get("sizes", {})),
+                  collectives=parse_collectives(section.get("collectives", {})),
                   configurations=configurations, configuration=configuration)
 
 
@@ -282,41 +301,61 @@ def _flag(key: str, value: object, toml: bool = False) -> bool:
 
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
-_GROUPS_USAGE = (
+_NAMES_USAGE = (
     "write each entry as NAME: AXIS, where NAME is a function's full name "
     "(megatron.core.parallel_state.get_tensor_model_parallel_group) or *.ATTRIBUTE (*.tp_group) "
     "and AXIS a mesh axis name (tp)"
 )
+_COLLECTIVES_USAGE = (
+    "write each entry as NAME: torch.distributed.COLLECTIVE, where NAME is the full name of a function that "
+    "calls that collective with the same parameter names "
+    "(nanotron.distributed.all_gather_into_tensor: torch.distributed.all_gather_into_tensor)"
+)
 
 
-def parse_groups(value: object) -> GroupDeclarations:
-    """``groups`` as written: a TOML table, or ``name: axis`` pairs separated by commas or newlines."""
-    pairs = value.items() if isinstance(value, dict) else _pairs(value)
+def parse_axis_names(key: str, value: object) -> AxisNames:
+    """``groups`` or ``sizes`` as written: a TOML table, or ``name: axis`` pairs separated by commas or newlines."""
     functions, attributes = [], []
-    for name, axis in pairs:
-        name = name.strip()
+    for name, axis in _pairs(key, value, _NAMES_USAGE):
         if not isinstance(axis, str) or not axis.strip().isidentifier():
-            raise ConfigError(f"[{SECTION}] groups: the axis of {name!r} must be a mesh axis name, got {axis!r}; "
-                              f"{_GROUPS_USAGE}")
+            raise ConfigError(f"[{SECTION}] {key}: the axis of {name!r} must be a mesh axis name, got {axis!r}; "
+                              f"{_NAMES_USAGE}")
         attribute = name.removeprefix("*.")
         if name != attribute and attribute.isidentifier():
             attributes.append((attribute, axis.strip()))
         elif _DOTTED.fullmatch(name):
             functions.append((name, axis.strip()))
         else:
-            raise ConfigError(f"[{SECTION}] groups: {name!r} is not a function's full name or *.ATTRIBUTE; "
-                              f"{_GROUPS_USAGE}")
-    return GroupDeclarations(tuple(functions), tuple(attributes))
+            raise ConfigError(f"[{SECTION}] {key}: {name!r} is not a function's full name or *.ATTRIBUTE; "
+                              f"{_NAMES_USAGE}")
+    return AxisNames(tuple(functions), tuple(attributes))
 
 
-def _pairs(value: object) -> list[tuple[str, str]]:
-    """``a.f: tp, *.g: dp`` (or one pair per line) -> ``[("a.f", "tp"), ("*.g", "dp")]``."""
+def parse_collectives(value: object) -> tuple[tuple[str, str], ...]:
+    """``collectives`` as written: ``name: torch.distributed.COLLECTIVE`` pairs (a TOML table in pyproject.toml)."""
+    declared = []
+    for name, target in _pairs("collectives", value, _COLLECTIVES_USAGE, "collective"):
+        target = target.strip() if isinstance(target, str) else target
+        if not _DOTTED.fullmatch(name) or "." not in name:
+            raise ConfigError(f"[{SECTION}] collectives: {name!r} is not a function's full name; {_COLLECTIVES_USAGE}")
+        if not (isinstance(target, str) and target.startswith(COLLECTIVE_PREFIX)
+                and target.removeprefix(COLLECTIVE_PREFIX).isidentifier()):
+            raise ConfigError(f"[{SECTION}] collectives: {name!r} must name a torch.distributed collective, got "
+                              f"{target!r}; {_COLLECTIVES_USAGE}")
+        declared.append((name, target))
+    return tuple(declared)
+
+
+def _pairs(key: str, value: object, usage: str, missing: str = "axis") -> list[tuple[str, object]]:
+    """A TOML table's items, or ``a.f: tp, *.g: dp`` (or one pair per line) -> ``[("a.f", "tp"), ("*.g", "dp")]``."""
+    if isinstance(value, dict):
+        return [(name.strip(), item) for name, item in value.items()]
     if not isinstance(value, str):
-        raise ConfigError(f"[{SECTION}] groups must be a table of NAME = AXIS, got {value!r}; {_GROUPS_USAGE}")
-    pairs = []
+        raise ConfigError(f"[{SECTION}] {key} must be a table of NAME = VALUE, got {value!r}; {usage}")
+    pairs: list[tuple[str, object]] = []
     for entry in filter(None, (part.strip() for part in re.split(r"[,\n]", value))):
-        name, colon, axis = entry.rpartition(":")
+        name, colon, item = entry.rpartition(":")
         if not colon:
-            raise ConfigError(f"[{SECTION}] groups: {entry!r} has no axis; {_GROUPS_USAGE}")
-        pairs.append((name.strip(), axis))
+            raise ConfigError(f"[{SECTION}] {key}: {entry!r} has no {missing}; {usage}")
+        pairs.append((name.strip(), item))
     return pairs

@@ -17,15 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from mypy.nodes import Expression, ListExpr, MypyFile, TupleExpr
+from mypy.nodes import Expression, ListExpr, TupleExpr
 from mypy.plugin import FunctionContext
 from mypy.types import Instance, TupleType, Type, get_proper_type
 
 from spmd_mypy import report
 from spmd_mypy.call_arguments import Argument, arguments, sums
-from spmd_mypy.config import GroupDeclarations
+from spmd_mypy.config import AxisNames
 from spmd_mypy.global_mode import regions
-from spmd_mypy.groups import axis_of_group
+from spmd_mypy.groups import group_axis
 from spmd_mypy.message_parts import with_explanation
 from spmd_mypy.representation import result_type, spmd_members, union_of, unknown_tensor
 from spmd_mypy.transitions import Request, apply
@@ -73,7 +73,7 @@ DIFFERENTIABLE: dict[str, Differentiable] = {
 ``scatter`` keep one rank's value or put it on one rank only: no typed transition does that."""
 
 
-def differentiable_hook(name: str, declared: GroupDeclarations) -> Callable[[FunctionContext], Type]:
+def differentiable_hook(name: str, declared: AxisNames) -> Callable[[FunctionContext], Type]:
     """``torch.distributed.nn.functional.<name>(...)``: typed as :data:`DIFFERENTIABLE` says, on the group's axis."""
     collective = DIFFERENTIABLE[name]
 
@@ -82,8 +82,7 @@ def differentiable_hook(name: str, declared: GroupDeclarations) -> Callable[[Fun
         if collective.reads not in args or not sums(args.get("op")):
             return ctx.default_return_type
         tensor = _per_rank_element(ctx, *args[collective.reads]) if collective.per_rank else args[collective.reads][1]
-        tree: MypyFile = ctx.api.tree  # type: ignore[attr-defined]
-        axis = _axis(args.get("group"), tensor, declared, tree)
+        axis = _axis(ctx, args.get("group"), tensor, declared)
         result = unknown_tensor(ctx.api)
         if axis is None or result is None or not any(spmd_members(tensor)):
             return ctx.default_return_type
@@ -111,13 +110,13 @@ def _per_rank_element(ctx: FunctionContext, written: Expression, sequence: Type)
     return sequence
 
 
-def _axis(group: Argument | None, tensor: Type, declared: GroupDeclarations, tree: MypyFile) -> str | None:
+def _axis(ctx: FunctionContext, group: Argument | None, tensor: Type, declared: AxisNames) -> str | None:
     """The mesh axis the collective runs over; None where the group names none.
 
     No ``group=`` is the world: one mesh axis only when the input is typed on one axis.
     """
     if group is not None:
-        return axis_of_group(group[0], declared, tree)
+        return group_axis(ctx, group, declared)
     axes = {axis for member in spmd_members(tensor) if member is not None for axis, _ in member.axes}
     return axes.pop() if len(axes) == 1 else None
 

@@ -13,6 +13,7 @@ from typing import Final
 # --- the annotation vocabulary (spmd_stubs.types) ---
 SPMD_TENSOR: Final = "spmd_stubs.types.Tensor"
 MESH_AXIS: Final = "spmd_stubs.types.MeshAxis"
+SPMD_GROUP: Final = "spmd_stubs.types.Group"
 SHARD: Final = "spmd_stubs.types.S"
 SHARDED: Final = "spmd_stubs.types.Sharded"
 ASSERT_TYPE: Final = "spmd_stubs.types.assert_type"
@@ -23,6 +24,7 @@ FLAGS_CLASS: Final = "spmd_stubs.configuration.Flags"
 COLLECTIVES_MODULE: Final = "spmd_stubs.collectives."
 MEGATRON_MODULE: Final = "spmd_stubs.megatron."
 SPMD_OPS_MODULE: Final = "spmd_stubs.ops."
+GROUP_OF: Final = "spmd_stubs.mesh.group_of"
 TO_LOCAL: Final = "spmd_stubs.dtensor.to_local"
 FROM_LOCAL: Final = "spmd_stubs.dtensor.from_local"
 GLOBAL_SPMD: Final = "spmd_stubs.regions.global_spmd"
@@ -49,6 +51,8 @@ AUTOGRAD_BACKWARD: Final = "torch.autograd.backward"
 AUTOGRAD_GRAD: Final = "torch.autograd.grad"
 MODULE: Final = "torch.nn.modules.module.Module"
 RAW_COLLECTIVE_MODULES: Final = ("torch.distributed.distributed_c10d.", "torch.distributed._functional_collectives.")
+PROCESS_GROUP: Final = "torch._C._distributed_c10d.ProcessGroup"
+MESH_GET_GROUP: Final = "torch.distributed.device_mesh.DeviceMesh.get_group"
 DIFFERENTIABLE_COLLECTIVES_MODULE: Final = "torch.distributed.nn.functional."
 
 # --- the plugin's own wrappers (spmd_mypy.wrappers puts calls of these around expressions) ---

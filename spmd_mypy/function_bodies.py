@@ -7,7 +7,7 @@ off): the gradient contract is the one the Function declares
 * **Raw collectives are the implementation.**  A raw torch.distributed
   collective there is how the body makes the transition it declares, not a
   gradient the checker loses, so it is not reported; where its ``group=``
-  names a mesh axis (:func:`spmd_mypy.groups.axis_of_group`) it types its
+  names a mesh axis (:func:`spmd_mypy.groups.axis_of_group`; no ``group=``, the world, is no single axis of a Function's types) it types its
   result by the same table as the typed collectives (:data:`BODY_COLLECTIVES`).
 * **No operand carries a gradient**, so the rule for Invariant, a gradient
   rule, does not apply to the body's own ops (Megatron's fused linears
@@ -30,18 +30,28 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from mypy.checker import TypeChecker
-from mypy.nodes import FUNC_NO_INFO, FuncDef, FuncItem, MypyFile, NameExpr
+from mypy.nodes import FUNC_NO_INFO, FuncDef, FuncItem, NameExpr
 from mypy.plugin import FunctionContext
 from mypy.types import CallableType, TupleType, Type, get_proper_type
 
 from spmd_mypy import untyped_boundaries
 from spmd_mypy.call_arguments import Argument, arguments, int_value, sums
-from spmd_mypy.config import GroupDeclarations
+from spmd_mypy.config import AxisNames, Config
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION, RAW_COLLECTIVE_MODULES
 from spmd_mypy.global_mode import regions
 from spmd_mypy.gradients import BODIES, current_function, implementation
-from spmd_mypy.groups import axis_of_group
-from spmd_mypy.representation import members, result_type, spmd_members, spmd_of, typed_tensors_in, union_of
+from spmd_mypy.groups import group_axis
+from spmd_mypy.representation import (
+    members,
+    result_type,
+    spmd_members,
+    spmd_of,
+    tensor_instance,
+    typed_tensors_in,
+    union_of,
+    with_spmd,
+)
+from spmd_mypy.trivial_axes import may_test_size, trivial_axes_at
 from spmd_mypy.transitions import Request, apply
 from spmd_mypy.wrappers import wrapped_value
 from spmd_stubs import core
@@ -90,7 +100,7 @@ BODY_COLLECTIVES: dict[str, BodyCollective] = {
 """The raw collectives whose result a Function body follows, by full name."""
 
 
-def collective_result(ctx: FunctionContext, fullname: str, declared: GroupDeclarations) -> Type:
+def collective_result(ctx: FunctionContext, fullname: str, declared: AxisNames) -> Type:
     """The raw collective's result type, its output buffer retyped for the rest of the block (module docstring).
 
     A call this cannot type (another reduction, an input not of the source
@@ -102,7 +112,8 @@ def collective_result(ctx: FunctionContext, fullname: str, declared: GroupDeclar
     if collective is None or collective.reads not in args or not sums(args.get(collective.reduction)):
         return ctx.default_return_type
     tensor = args[collective.reads][1]
-    axis = _axis(args.get("group"), declared, ctx.api.tree)  # type: ignore[attr-defined]
+    group = args.get("group")
+    axis = group_axis(ctx, group, declared) if group is not None else None
     inputs = spmd_members(tensor)
     if axis is None or not inputs or any(member is None or member.get(axis) is None for member in inputs):
         return ctx.default_return_type
@@ -120,11 +131,6 @@ def collective_result(ctx: FunctionContext, fullname: str, declared: GroupDeclar
         checker: TypeChecker = ctx.api  # type: ignore[assignment]
         checker.binder.put(buffer, result_type(ctx.api, buffer_type, results))
     return ctx.default_return_type
-
-
-def _axis(group: Argument | None, declared: GroupDeclarations, tree: MypyFile) -> str | None:
-    """The mesh axis ``group=`` names; None without one (the world is no single axis of a Function's types)."""
-    return axis_of_group(group[0], declared, tree) if group is not None else None
 
 
 def _with_dim(collective: BodyCollective, args: dict[str, Argument]) -> tuple[AxisType, AxisType]:
@@ -150,30 +156,63 @@ def _destination(dst: AxisType, method: FuncItem | None, axis: str) -> AxisType:
 # --------------------------------------------------------------------------
 
 def wraps_returns(function: FuncDef) -> bool:
-    """Whether ``function`` is a Function's ``forward``/``backward`` whose declared result has SPMD types:
-    its returned values are judged by :func:`returned_hook` (:mod:`spmd_mypy.wrappers`)."""
+    """Whether ``function``'s returned values are judged by :func:`returned_hook` (:mod:`spmd_mypy.wrappers`):
+    its declared result has SPMD types, and it is a Function's ``forward``/``backward`` or it may test an
+    axis's size (:func:`spmd_mypy.trivial_axes.may_test_size`)."""
+    if not (isinstance(function.type, CallableType) and typed_tensors_in(function.type.ret_type)):
+        return False
     owner = function.info
-    return (function.name in BODIES and owner is not None and owner is not FUNC_NO_INFO and owner.has_base(AUTOGRAD_FUNCTION)
-            and isinstance(function.type, CallableType) and bool(typed_tensors_in(function.type.ret_type)))
+    in_body = function.name in BODIES and owner is not None and owner is not FUNC_NO_INFO and owner.has_base(
+        AUTOGRAD_FUNCTION)
+    return in_body or may_test_size(function)
 
 
-def returned_hook(strict: bool) -> Callable[[FunctionContext], Type]:
+def returned_hook(settings: Config) -> Callable[[FunctionContext], Type]:
     """Hook for ``<returned>(value)``: a Function body's value as declared where a reinterpretation relates
     each of its tensors to the declared one, else as it is (so mypy's return error shows the value's own
-    types); elsewhere, in strict mode, a typed value returned where the declared return forgets it."""
+    types); elsewhere, in strict mode, a typed value returned where the declared return forgets it.  In a
+    branch where an axis has one rank (:mod:`spmd_mypy.trivial_axes`), the value takes the declared type on
+    that axis first."""
 
     def hook(ctx: FunctionContext) -> Type:
         value, found = wrapped_value(ctx)
-        method = implementation(ctx.api)
-        if method is not None and isinstance(method.type, CallableType):
-            read = _as_declared(found, method.type.ret_type)
-            return read if read is not None else found
         function = current_function(ctx.api)
-        if strict and isinstance(function, FuncDef):
+        declared = function.type.ret_type if function is not None and isinstance(function.type, CallableType) else None
+        if declared is not None and function is not None:
+            axes = trivial_axes_at(ctx.context, function, ctx.api, settings)  # type: ignore[arg-type]
+            found = _on_trivial_axes(ctx.api, found, declared, axes) if axes else found
+        method = implementation(ctx.api)
+        if method is not None and declared is not None:
+            read = _as_declared(found, declared)
+            return read if read is not None else found
+        if settings.strict and isinstance(function, FuncDef):
             untyped_boundaries.check_return(ctx.api, value, function, found)
         return found
 
     return hook
+
+
+def _on_trivial_axes(api: object, found: Type, declared: Type, axes: set[str]) -> Type:
+    """``found`` with each tensor's type on ``axes`` the declared one's (a tuple item by item)."""
+    found_proper, declared_proper = get_proper_type(found), get_proper_type(declared)
+    if isinstance(found_proper, TupleType) and isinstance(declared_proper, TupleType):
+        if len(found_proper.items) != len(declared_proper.items):
+            return found
+        items = [_on_trivial_axes(api, f, d, axes) for f, d in zip(found_proper.items, declared_proper.items)]
+        return found_proper.copy_modified(items=items)
+    wanted = next((t for t in (spmd_of(member) for member in members(declared)) if t is not None), None)
+    if wanted is None:
+        return found
+    read = []
+    for member in members(found):
+        tensor_type, tensor = spmd_of(member), tensor_instance(member)
+        if tensor_type is None or tensor is None:
+            read.append(member)
+            continue
+        kept = [(axis, t) for axis, t in tensor_type.axes if axis not in axes]
+        taken = [(axis, t) for axis, t in wanted.axes if axis in axes]
+        read.append(with_spmd(api, tensor, core.TensorType(tuple(kept + taken))))
+    return union_of(read)
 
 
 def _as_declared(found: Type, declared: Type) -> Type | None:

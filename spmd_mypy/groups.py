@@ -2,27 +2,39 @@
 
 A group names an axis, for certain, where
 
+* its type says so: ``Group[tp]`` (:mod:`spmd_mypy.group_types`), written
+  by the user or carried by mypy from one of the calls below;
 * the user declared it in ``[spmd_mypy] groups``
-  (:class:`~spmd_mypy.config.GroupDeclarations`): a call of a declared
+  (:class:`~spmd_mypy.config.AxisNames`): a call of a declared
   function (``get_tensor_model_parallel_group()``, whatever its arguments)
-  or a declared attribute (``*.tp_group`` covers ``self.tp_group``);
+  or a declared attribute (``*.tp_group`` covers ``self.tp_group``, and
+  also a variable or parameter ``tp_group``);
 * a DeviceMesh looks it up by a literal name: ``mesh.get_group("tp")``,
   ``mesh.get_group(mesh_dim="tp")``, ``mesh["tp"].get_group()``;
-* it is ``spmd.group_of(tp)``.
+* it is ``spmd.group_of(tp)``;
+* it is followed to one of these (:func:`followed`): a local variable every
+  assignment of which names the same axis (``group =
+  get_tensor_model_parallel_group()``), an attribute of an autograd
+  Function's ``ctx`` or of ``self`` every assignment of which in the class
+  does (``ctx.group = group`` in ``forward``, read in ``backward``), a
+  parameter by its declared type.
 
-Anything else names no axis: a variable (``group``), a flattened
-``group_of((dp, cp))``, a mesh dim given by number.  The rules read the
-expression and its module's imports only, so any check that sees a
-``group=`` can ask them.
+Anything else names no axis: a parameter typed ``ProcessGroup``, a
+flattened ``group_of((dp, cp))``, a mesh dim given by number.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 from mypy.nodes import (
+    AssignmentStmt,
     CallExpr,
     Decorator,
     Expression,
     FuncBase,
+    FuncDef,
+    FuncItem,
     Import,
     ImportFrom,
     IndexExpr,
@@ -31,28 +43,132 @@ from mypy.nodes import (
     NameExpr,
     RefExpr,
     StrExpr,
+    TypeInfo,
     Var,
 )
+from mypy.plugin import FunctionContext, MethodContext
+from mypy.types import CallableType, Type
 from mypy.util import correct_relative_import
 
 from spmd_mypy.annotations import axes_of
-from spmd_mypy.config import GroupDeclarations
+from spmd_mypy.config import AxisNames
+from spmd_mypy.fullnames import GROUP_OF
+from spmd_mypy.group_types import axis_of_type, typed_group
+from spmd_mypy.statements import statements_in
 
-__all__ = ["axis_of_group", "declaration_for"]
+__all__ = ["axis_of_group", "declaration_for", "followed", "group_axis", "group_call_hook", "group_of_hook", "mesh_group_hook"]
 
-GROUP_OF = "spmd_stubs.mesh.group_of"
 _MESH_DIM = "mesh_dim"
+_FOLLOW_DEPTH = 4
+"""How many assignments a group is followed through (``group = ctx.group`` in ``backward`` is two)."""
 
 
-def axis_of_group(group: Expression, declared: GroupDeclarations, tree: MypyFile) -> str | None:
-    """The mesh axis ``group`` (an expression of the module ``tree``) stands for; None where no rule names one."""
-    if isinstance(group, MemberExpr):
+def axis_of_group(group: Expression, declared: AxisNames, tree: MypyFile, group_type: Type | None = None,
+                  scope: FuncItem | None = None) -> str | None:
+    """The mesh axis ``group`` (an expression of the module ``tree``, of type ``group_type``, in the function
+    ``scope``) stands for; None where no rule names one."""
+    return axis_of_type(group_type) or named_axis(group, declared, tree) or (
+        followed(group, scope, lambda expr: named_axis(expr, declared, tree)) if scope is not None else None)
+
+
+def group_axis(ctx: FunctionContext, group: tuple[Expression, Type], declared: AxisNames) -> str | None:
+    """:func:`axis_of_group` for a call's ``group=`` argument (its expression and type), in the function the
+    call is in."""
+    scope = ctx.api.scope.current_function()  # type: ignore[attr-defined]
+    return axis_of_group(group[0], declared, ctx.api.tree, group[1], scope)  # type: ignore[attr-defined]
+
+
+def named_axis(group: Expression, declared: AxisNames, tree: MypyFile) -> str | None:
+    """The axis ``group`` names by itself: a declared attribute or function, a mesh lookup, ``group_of``."""
+    if isinstance(group, (MemberExpr, NameExpr)):
         return declared.of_attribute(group.name)
     if not isinstance(group, CallExpr):
         return None
     function = function_name(group.callee, tree)
     declared_axis = declared.of_function(function) if function is not None else None
     return declared_axis or _mesh_lookup(group) or _group_of(group)
+
+
+def followed(expr: Expression, scope: FuncItem, names: Callable[[Expression], str | None],
+             depth: int = _FOLLOW_DEPTH) -> str | None:
+    """The axis ``expr`` (in the function ``scope``) has by what is assigned to it (module docstring).
+
+    ``names`` says what an expression names by itself.  Every assignment
+    must name the same axis: one that names none (``group =
+    _get_default_group()``) leaves the name unknown.
+    """
+    if depth == 0:
+        return None
+    if isinstance(expr, NameExpr) and isinstance(expr.node, Var):
+        if _is_parameter(scope, expr.name):
+            return _declared_parameter(scope, expr.name)
+        sources = [(rvalue, scope) for rvalue in _assigned(scope, lambda target: isinstance(target, NameExpr)
+                                                           and target.name == expr.name)]
+    elif isinstance(expr, MemberExpr) and isinstance(expr.expr, NameExpr) and _owner_argument(scope, expr.expr.name):
+        sources = [(rvalue, method) for method in _methods(scope)
+                   for rvalue in _assigned(method, lambda target: _is_attribute(target, method, expr.name))]
+    else:
+        return None
+    axes = {names(rvalue) or followed(rvalue, method, names, depth - 1) for rvalue, method in sources}
+    return axes.pop() if len(axes) == 1 else None
+
+
+def _is_parameter(function: FuncItem, name: str) -> bool:
+    return any(argument.variable.name == name for argument in function.arguments)
+
+
+def _declared_parameter(function: FuncItem, name: str) -> str | None:
+    """The axis of ``function``'s parameter ``name`` by its declared type (``group: Group[tp]``)."""
+    signature = function.type
+    if isinstance(signature, CallableType) and name in signature.arg_names:
+        return axis_of_type(signature.arg_types[signature.arg_names.index(name)])
+    return None
+
+
+def _assigned(function: FuncItem, target_is: Callable[[Expression], bool]) -> list[Expression]:
+    """The values assigned in ``function``'s body (not nested functions) to a target ``target_is``."""
+    return [statement.rvalue for statement in statements_in(function.body) if isinstance(statement, AssignmentStmt)
+            for target in statement.lvalues if target_is(target)]
+
+
+def _owner_argument(function: FuncItem, name: str) -> bool:
+    """Whether ``name`` is ``function``'s first argument (``self``, or an autograd Function's ``ctx``)."""
+    return bool(function.arguments) and function.arguments[0].variable.name == name and _class_of(function) is not None
+
+
+def _is_attribute(target: Expression, method: FuncItem, name: str) -> bool:
+    return (isinstance(target, MemberExpr) and target.name == name and isinstance(target.expr, NameExpr)
+            and _owner_argument(method, target.expr.name))
+
+
+def _methods(function: FuncItem) -> list[FuncItem]:
+    """The methods of the class ``function`` is defined in (decorated ones, such as ``@staticmethod``, too)."""
+    owner = _class_of(function)
+    nodes = [symbol.node for symbol in owner.names.values()] if owner is not None else []
+    return [node.func if isinstance(node, Decorator) else node for node in nodes
+            if isinstance(node, (FuncDef, Decorator))]
+
+
+def _class_of(function: FuncItem) -> TypeInfo | None:
+    info = getattr(function, "info", None)
+    return info if isinstance(info, TypeInfo) and info.names else None
+
+
+def group_call_hook(axis: str) -> Callable[[FunctionContext | MethodContext], Type]:
+    """A call whose result is the group over ``axis`` (a declared function): typed ``ProcessGroup[axis]``."""
+    return lambda ctx: typed_group(ctx.default_return_type, axis)
+
+
+def group_of_hook(ctx: FunctionContext) -> Type:
+    """``spmd.group_of(tp)``: the group over ``tp`` (a flattened one is over no single axis)."""
+    axes = axes_of(ctx.args[0][0]) if ctx.args and len(ctx.args[0]) == 1 else None
+    return typed_group(ctx.default_return_type, axes[0]) if axes is not None and len(axes) == 1 else ctx.default_return_type
+
+
+def mesh_group_hook(ctx: MethodContext) -> Type:
+    """``mesh.get_group("tp")``: the group over the named dim."""
+    axis = _mesh_lookup(ctx.context) if isinstance(ctx.context, CallExpr) else None
+    return typed_group(ctx.default_return_type, axis) if axis is not None else ctx.default_return_type
 
 
 def declaration_for(group: Expression, tree: MypyFile) -> str | None:

@@ -27,6 +27,7 @@ from spmd_mypy import (
     differentiable_collectives,
     errorcodes,
     function_bodies,
+    groups,
     megatron_helpers,
     polymorphism,
     raw_collectives,
@@ -37,6 +38,7 @@ from spmd_mypy import (
     wrappers,
 )
 from spmd_mypy.annotations import analyze_spmd_tensor, shard_outside_tensor
+from spmd_mypy.group_types import add_axis_parameter, analyze_group
 from spmd_mypy.config import Config
 from spmd_mypy.configurations import unset_flags
 from spmd_mypy.fullnames import (
@@ -52,14 +54,18 @@ from spmd_mypy.fullnames import (
     FROM_LOCAL,
     FUNCTION_MODULES,
     GLOBAL_SPMD,
+    GROUP_OF,
     LOCAL_MAP,
     MEGATRON_MODULE,
+    MESH_GET_GROUP,
     METHOD_PREFIX,
     NOT_USER_CODE,
+    PROCESS_GROUP,
     RAW_COLLECTIVE_MODULES,
     RETURN_TYPES,
     RETURNED,
     SHARD,
+    SPMD_GROUP,
     SPMD_OPS_MODULE,
     SPMD_TENSOR,
     TENSOR,
@@ -130,6 +136,18 @@ def _raw_collectives(module: str) -> tuple[str, Make]:
         module + name, settings.groups))
 
 
+def _declared_names(fullname: str, settings: Config) -> Hook | None:
+    """A user's function declared in ``groups`` (its result is the group of an axis) or in ``collectives``
+    (it is a torch.distributed collective, typed as torch's)."""
+    axis = settings.groups.of_function(fullname)
+    if axis is not None:
+        return groups.group_call_hook(axis)
+    collective = dict(settings.collectives).get(fullname)
+    if collective is None:
+        return None
+    return raw_collectives.untyped_collective_hook(raw_collectives.torch_name(collective), settings.groups)
+
+
 FUNCTIONS = HookTable(
     exact={
         ASSERT_TYPE: always(declaring_calls.declaring_hook("assert_type")),
@@ -139,9 +157,10 @@ FUNCTIONS = HookTable(
         LOCAL_MAP: always(boundaries.region_hook),
         AUTOGRAD_BACKWARD: always(backward.autograd_hook("tensors", "grad_tensors", "torch.autograd.backward()")),
         AUTOGRAD_GRAD: always(backward.autograd_hook("outputs", "grad_outputs", "torch.autograd.grad()")),
-        RETURNED: lambda _, settings: function_bodies.returned_hook(settings.strict),
+        RETURNED: lambda _, settings: function_bodies.returned_hook(settings),
         CALLED_VALUE: always(untyped_boundaries.called_value_hook),
         ASSIGNED: always(untyped_boundaries.assigned_hook),
+        GROUP_OF: always(groups.group_of_hook),
     },
     rules=(
         (COLLECTIVES_MODULE, members(typed_collectives.TYPED_OPS,
@@ -154,6 +173,7 @@ FUNCTIONS = HookTable(
         *map(_raw_collectives, RAW_COLLECTIVE_MODULES),
         *((module, lambda name, settings: calls.function_hook(name, settings) if "." not in name else None)
           for module in FUNCTION_MODULES),
+        ("", _declared_names),
         ("", _boundary),
     ),
 )
@@ -188,7 +208,7 @@ def _module_call(fullname: str, settings: Config) -> Hook | None:
     return None
 
 
-METHODS = HookTable(rules=(
+METHODS = HookTable(exact={MESH_GET_GROUP: always(groups.mesh_group_hook)}, rules=(
     (METHOD_PREFIX, _tensor_method),
     ("", _operator_on_union),
     ("", _module_call),
@@ -227,9 +247,10 @@ def _spmd_tensor(_name: str, settings: Config) -> Hook:
     return after_analysis(analyze_spmd_tensor, settings) if settings.strict else analyze_spmd_tensor
 
 
-TYPE_ANALYSES = HookTable(exact={SPMD_TENSOR: _spmd_tensor, SHARD: always(shard_outside_tensor)})
+TYPE_ANALYSES = HookTable(exact={SPMD_TENSOR: _spmd_tensor, SPMD_GROUP: always(analyze_group),
+                                 SHARD: always(shard_outside_tensor)})
 
-CLASS_MROS = HookTable(exact={TENSOR: always(add_hidden_parameter)})
+CLASS_MROS = HookTable(exact={TENSOR: always(add_hidden_parameter), PROCESS_GROUP: always(add_axis_parameter)})
 
 
 def autograd_function_class(settings: Config) -> Hook:
@@ -250,8 +271,8 @@ def installed(module: str, path: str) -> bool:
     Asked for every module of every run (torch's 1,200 included), so the
     path is split as a string, not parsed into a ``Path``.
     """
-    if module.partition(".")[0] in _STANDARD:
-        return True
+    if module.partition(".")[0] in _STANDARD and path.endswith(".pyi"):
+        return True  # typeshed's stub; a user's own module may share a standard name (grp.py, code.py)
     parts = path.replace("\\", "/").split("/")
     return "site-packages" in parts or "dist-packages" in parts
 

@@ -19,7 +19,7 @@ from mypy.options import Options
 from mypy.plugin import ClassDefContext, Plugin, ReportConfigContext
 from mypy.plugins.default import DefaultPlugin
 
-from spmd_mypy import config, hooks
+from spmd_mypy import config, hooks, raw_collectives
 from spmd_mypy.build_state import BuildState
 from spmd_mypy.configurations import pruning
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION
@@ -72,6 +72,12 @@ def _load_config(options: Options) -> tuple[config.Config, str | None]:
         settings = config.load(options.config_file)
     except config.ConfigError as error:
         return config.Config(), f"{options.config_file}: error: {error}"
+    unknown = [f"{name}: {target}" for name, target in settings.collectives
+               if target.rpartition(".")[2] not in raw_collectives.UNTYPED]
+    if unknown:
+        return settings, (f"{options.config_file}: error: [spmd_mypy] collectives: {', '.join(unknown)} names no "
+                          f"torch.distributed collective the checker types; the collectives are "
+                          f"{', '.join(sorted(raw_collectives.UNTYPED))}")
     if settings.configurations and options.num_workers:
         return settings, (f"{options.config_file}: error: [spmd_mypy] configurations need mypy's num_workers = 0: "
                           "its parallel workers analyse modules the plugin cannot decide flags in first. "

@@ -29,7 +29,7 @@ from spmd_mypy.fullnames import MODULE
 from spmd_mypy.inference import type_of
 from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, typed_tensors_in, union_of, with_spmd
 from spmd_stubs import core
-from spmd_stubs.core import Apply, Arg, AxisType, Linearity, SpmdTypeError, TensorType
+from spmd_stubs.core import Apply, Arg, AxisType, Linearity, Partial, SpmdTypeError, TensorType, Varying
 
 
 def instantiate(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
@@ -48,7 +48,8 @@ def instantiate(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
     arg_types = []
     for (formal, declared), exprs in zip(formals, ctx.args):
         actuals = spmd_members(type_of(ctx.api, exprs[0], formal)) if declared is not None and exprs else []
-        if declared is None or not any(_extra_axes(declared, actual) for actual in actuals):
+        if declared is None or not any(_extra_axes(declared, actual) or _taken_as_partial(declared, actual)
+                                       for actual in actuals):
             arg_types.append(formal)
             continue
         widened = [_widen(declared, actual, extras) for actual in actuals]
@@ -56,7 +57,7 @@ def instantiate(ctx: FunctionSigContext | MethodSigContext) -> FunctionLike:
         assert isinstance(proper, Instance)
         arg_types.append(union_of(with_spmd(ctx.api, proper, w) for w in dict.fromkeys(widened)))
     if not extras:
-        return signature
+        return signature.copy_modified(arg_types=arg_types)
     passed = _pass_through(extras, ctx, signature.name or "the call")
     if not passed:
         return signature.copy_modified(arg_types=arg_types)
@@ -68,7 +69,29 @@ def _extra_axes(declared: TensorType, actual: TensorType | None) -> bool:
     return actual is not None and any(declared.get(axis) is None for axis, _ in actual.axes)
 
 
+def _taken_as_partial(declared: TensorType, actual: TensorType | None) -> bool:
+    """Whether ``actual`` is Varying (or a shard) on an axis where ``declared`` is P: the parameter takes it
+    as the parts of a sum, the implicit ``reinterpret(x, axis, src=V, dst=P)`` (docs/spec.md#v-passed-as-p)."""
+    return actual is not None and any(
+        declared.get(axis) == Partial and axis_type.local == Varying for axis, axis_type in actual.axes)
+
+
+def taking_varying_as_partial(api: CheckerPluginInterface, formal: Type) -> Type:
+    """A parameter type that is P on some axes, as it accepts arguments: also Varying on each of them
+    (the implicit ``reinterpret(x, axis, src=V, dst=P)``, docs/spec.md#v-passed-as-p)."""
+    declared, proper = spmd_of(formal), get_proper_type(formal)
+    partial_axes = [axis for axis, axis_type in declared.axes if axis_type == Partial] if declared is not None else []
+    if not partial_axes or not isinstance(proper, Instance):
+        return formal
+    assert declared is not None
+    variants = [declared]
+    for axis in partial_axes:
+        variants += [TensorType.of({**variant.as_dict(), axis: Varying}) for variant in variants]
+    return union_of(with_spmd(api, proper, variant) for variant in variants)
+
+
 def _widen(declared: TensorType, actual: TensorType | None, extras: dict[str, list[AxisType]]) -> TensorType:
+    """``declared`` with ``actual``'s extra axes, and its Varying where ``declared`` is P."""
     if actual is None:
         return declared
     mapping = dict(declared.axes)
@@ -76,6 +99,8 @@ def _widen(declared: TensorType, actual: TensorType | None, extras: dict[str, li
         if axis not in mapping:
             mapping[axis] = axis_type
             extras.setdefault(axis, []).append(axis_type)
+        elif mapping[axis] == Partial and axis_type.local == Varying:
+            mapping[axis] = axis_type
     return TensorType.of(mapping)
 
 

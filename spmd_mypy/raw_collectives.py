@@ -19,10 +19,11 @@ from mypy.types import Type
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.call_arguments import arguments
-from spmd_mypy.config import GroupDeclarations
+from spmd_mypy.config import AxisNames
+from spmd_mypy.fullnames import RAW_COLLECTIVE_MODULES
 from spmd_mypy.function_bodies import collective_result
 from spmd_mypy.gradients import implementation
-from spmd_mypy.groups import axis_of_group, declaration_for
+from spmd_mypy.groups import declaration_for, group_axis
 from spmd_mypy.representation import has_spmd, spmd_members
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Code, TensorType
@@ -50,7 +51,12 @@ _INPUT_NAMES = ("input_tensor", "input", "tensor", "input_list")
 """The parameter a raw collective reads (its output buffer, where it has one, comes first)."""
 
 
-def untyped_collective_hook(fullname: str, declared: GroupDeclarations) -> Callable[[FunctionContext], Type]:
+def torch_name(public: str) -> str:
+    """``torch.distributed.all_reduce`` -> the full name mypy gives it (its defining module's)."""
+    return RAW_COLLECTIVE_MODULES[0] + public.rpartition(".")[2]
+
+
+def untyped_collective_hook(fullname: str, declared: AxisNames) -> Callable[[FunctionContext], Type]:
     """A raw torch.distributed collective on a typed tensor: the checker loses track (reported).
 
     The message's axis is the one its ``group=`` stands for
@@ -74,7 +80,7 @@ def untyped_collective_hook(fullname: str, declared: GroupDeclarations) -> Calla
             axis = tensor_type.axes[0][0] if len(tensor_type.axes) == 1 else None
             consequence = _on_default_group(typed_op) if axis is None else _on_axis(typed_op, tensor_type, axis)
         else:
-            axis = axis_of_group(group[0], declared, tree)
+            axis = group_axis(ctx, group, declared)
             consequence = (_on_axis(typed_op, tensor_type, axis) if axis is not None
                            else _on_unknown_group(typed_op, declaration_for(group[0], tree)))
         on_axis = f" on axis {axis}" if axis is not None else ""

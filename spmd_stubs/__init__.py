@@ -1,6 +1,6 @@
 """spmd_stubs: SPMD types for distributed PyTorch, checked by ``spmd_mypy``.
 
-The annotation vocabulary (``Tensor``, ``R``, ``I``, ``V``, ``P``, ``S``,
+The annotation vocabulary (``Tensor``, ``Group``, ``R``, ``I``, ``V``, ``P``, ``S``,
 ``MeshAxis``) imports without torch, so the mypy plugin can share the type
 algebra without loading torch; the typed collectives load torch on first use.
 """
@@ -8,7 +8,7 @@ algebra without loading torch; the typed collectives load torch on first use.
 from typing import TYPE_CHECKING, Any
 
 from spmd_stubs.configuration import flags
-from spmd_stubs.types import AxisAnnotation, I, MeshAxis, P, Pavg, Pmax, Pmin, R, S, Sharded, Tensor, V, assert_type
+from spmd_stubs.types import AxisAnnotation, Group, I, MeshAxis, P, Pavg, Pmax, Pmin, R, S, Sharded, Tensor, V, assert_type
 
 if TYPE_CHECKING:
     from spmd_stubs._validation import set_validation
@@ -64,6 +64,7 @@ _LAZY_OPS = {name: "spmd_stubs.ops" for name in ("einsum", "matmul", "linear", "
 # --no-implicit-reexport and --strict too), so it names every lazy export.
 __all__ = [
     "Tensor",
+    "Group",
     "R",
     "I",
     "V",

@@ -38,6 +38,7 @@ __all__ = [
     "S",
     "Sharded",
     "Tensor",
+    "Group",
     "tensor_type_of",
     "AxisAnnotation",
     "SpmdTypeLike",
@@ -298,6 +299,31 @@ else:
 
         ``Tensor[...]`` evaluates to ``torch.Tensor``; instances are plain
         tensors.
+        """
+
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
+    # Without the plugin ``Group[tp]`` is ``ProcessGroup`` itself; the plugin
+    # gives the alias its axis by its full name (spmd_mypy.group_types).
+    Group = TypeAliasType("Group", ProcessGroup, type_params=(_Axis,))
+
+else:
+
+    class _ErasedGroupMeta(type):
+        def __getitem__(cls, axis: Any) -> Any:
+            from torch.distributed import ProcessGroup
+
+            axis_name(axis)
+            return ProcessGroup
+
+    class Group(metaclass=_ErasedGroupMeta):
+        """A ``torch.distributed.ProcessGroup`` over one mesh axis: ``group: Group[tp]``.
+
+        ``Group[tp]`` evaluates to ``ProcessGroup`` (after checking that
+        ``tp`` is a mesh axis); the checker reads a raw collective's
+        ``group=`` of this type as a collective on ``tp``.
         """
 
 

@@ -57,7 +57,7 @@ class Options:
     overlays: dict[str, ModuleOverlay]
     replicated_dst: str | None
     roots: tuple[Path, ...]
-    groups: config.GroupDeclarations
+    groups: config.AxisNames
 
 
 def default_jobs() -> int:

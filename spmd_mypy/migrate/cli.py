@@ -82,7 +82,7 @@ def _copy_tree(args: argparse.Namespace) -> None:
             shutil.copy2(path, copy)
 
 
-def _group_declarations(config_file: Path | None) -> config.GroupDeclarations:
+def _group_declarations(config_file: Path | None) -> config.AxisNames:
     """``[spmd_mypy] groups`` of the config file given, else of the one mypy would read here."""
     if config_file is not None and not config_file.is_file():
         raise config.ConfigError(f"no such config file: {config_file}")

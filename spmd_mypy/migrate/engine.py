@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext
 
-from spmd_mypy.config import GroupDeclarations
+from spmd_mypy.config import AxisNames
 from spmd_mypy.migrate.names import package_of_module
 from spmd_mypy.migrate.overlay import ModuleOverlay, overlaid
 from spmd_mypy.migrate.transformer import MigrateCommand, Report
@@ -37,7 +37,7 @@ class FileMigration(Codemod):
     """
 
     def __init__(self, context: CodemodContext, *, overlay: ModuleOverlay | None = None,
-                 replicated_dst: str | None = None, groups: GroupDeclarations = GroupDeclarations()) -> None:
+                 replicated_dst: str | None = None, groups: AxisNames = AxisNames()) -> None:
         super().__init__(context)
         if replicated_dst not in (None, "R", "I"):
             raise ValueError(f"replicated_dst must be R or I, got {replicated_dst!r}")
@@ -57,7 +57,7 @@ class FileMigration(Codemod):
 
 def migrate_source(
     code: str, module: str = "", *, is_package: bool = False, replicated_dst: str | None = None,
-    groups: GroupDeclarations = GroupDeclarations(),
+    groups: AxisNames = AxisNames(),
 ) -> Result:
     """Rewrite ``code`` (the module ``module``, used for relative imports); see :class:`FileMigration`."""
     migration = FileMigration(module_context(module, is_package), replicated_dst=replicated_dst, groups=groups)

@@ -18,7 +18,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedName, QualifiedNameProvider, ScopeProvider
 from libcst.metadata.scope_provider import ImportAssignment
 
-from spmd_mypy.config import GroupDeclarations
+from spmd_mypy.config import AxisNames
 from spmd_mypy.migrate import plans
 from spmd_mypy.migrate.names import absolute
 from spmd_mypy.migrate.raw import LIST_COLLECTIVES, RAW_COLLECTIVES
@@ -79,7 +79,7 @@ class MigrateCommand(VisitorBasedCodemodCommand):
     METADATA_DEPENDENCIES = (QualifiedNameProvider, ScopeProvider, PositionProvider)
 
     def __init__(self, context: CodemodContext, replicated_dst: str | None = None,
-                 groups: GroupDeclarations = GroupDeclarations()) -> None:
+                 groups: AxisNames = AxisNames()) -> None:
         super().__init__(context)
         self.replicated_dst = replicated_dst
         self.groups = groups

@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from spmd_mypy.config import GroupDeclarations
+from spmd_mypy.config import AxisNames
 from spmd_mypy.migrate import migrate_source
 
 HEADER = "import torch\nimport torch.distributed as dist\n\n\ndef f(x, g):\n"
@@ -159,7 +159,7 @@ def test_the_axis_is_read_from_the_group(group: str, axis: str) -> None:
     assert f"out = spmd.reduce_scatter(buf, {axis}, src=P, dst=S(0), group={group})" in result.code
 
 
-DECLARED = GroupDeclarations(functions=(("pkg.mpu.get_shard_group", "tp"),), attributes=(("dp_group", "fsdp"),))
+DECLARED = AxisNames(functions=(("pkg.mpu.get_shard_group", "tp"),), attributes=(("dp_group", "fsdp"),))
 
 
 @pytest.mark.parametrize("group, axis", [

@@ -67,7 +67,7 @@ def test_an_override_wins_over_the_file_for_its_block_only(tmp_path: Path) -> No
 
 
 TP_GETTER = "megatron.core.parallel_state.get_tensor_model_parallel_group"
-DECLARED = config.GroupDeclarations(functions=((TP_GETTER, "tp"),), attributes=(("tp_group", "tp"), ("dp_group", "dp")))
+DECLARED = config.AxisNames(functions=((TP_GETTER, "tp"),), attributes=(("tp_group", "tp"), ("dp_group", "dp")))
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from mypy.types import AnyType, CallableType, Instance, TupleType, Type, TypeTyp
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION
-from spmd_mypy.polymorphism import own_method, taking_varying_as_partial
+from spmd_mypy.polymorphism import own_method
 from spmd_mypy.representation import members, spmd_members, spmd_of, tensor_instance, typed_tensors_in
 from spmd_stubs.core import TensorType, dual
 
@@ -38,8 +38,7 @@ def apply_attribute(ctx: AttributeContext) -> Type:
     forward = spmd_signature(function, "forward") if function is not None else None
     if function is None or forward is None:
         return ctx.default_attr_type
-    arg_types = [taking_varying_as_partial(ctx.api, arg) for arg in forward.arg_types]
-    return forward.copy_modified(arg_types=arg_types, name=f"apply of {function.name}")
+    return forward.copy_modified(name=f"apply of {function.name}")
 
 
 def spmd_signature(function: TypeInfo, name: str) -> CallableType | None:

@@ -76,20 +76,6 @@ def _taken_as_partial(declared: TensorType, actual: TensorType | None) -> bool:
         declared.get(axis) == Partial and axis_type.local == Varying for axis, axis_type in actual.axes)
 
 
-def taking_varying_as_partial(api: CheckerPluginInterface, formal: Type) -> Type:
-    """A parameter type that is P on some axes, as it accepts arguments: also Varying on each of them
-    (the implicit ``reinterpret(x, axis, src=V, dst=P)``, docs/spec.md#v-passed-as-p)."""
-    declared, proper = spmd_of(formal), get_proper_type(formal)
-    partial_axes = [axis for axis, axis_type in declared.axes if axis_type == Partial] if declared is not None else []
-    if not partial_axes or not isinstance(proper, Instance):
-        return formal
-    assert declared is not None
-    variants = [declared]
-    for axis in partial_axes:
-        variants += [TensorType.of({**variant.as_dict(), axis: Varying}) for variant in variants]
-    return union_of(with_spmd(api, proper, variant) for variant in variants)
-
-
 def _widen(declared: TensorType, actual: TensorType | None, extras: dict[str, list[AxisType]]) -> TensorType:
     """``declared`` with ``actual``'s extra axes, and its Varying where ``declared`` is P."""
     if actual is None:

@@ -56,14 +56,18 @@ def torch_name(public: str) -> str:
     return RAW_COLLECTIVE_MODULES[0] + public.rpartition(".")[2]
 
 
-def untyped_collective_hook(fullname: str, declared: AxisNames) -> Callable[[FunctionContext], Type]:
+def untyped_collective_hook(fullname: str, declared: AxisNames, strict: bool) -> Callable[[FunctionContext], Type]:
     """A raw torch.distributed collective on a typed tensor: the checker loses track (reported).
 
     The message's axis is the one its ``group=`` stands for
     (:func:`spmd_mypy.groups.axis_of_group`), and its fix the typed
     collective on that axis.  Without ``group=`` (the default group) on a
     tensor typed on one axis, that axis.  A group that names no axis gets
-    the ``groups`` declaration that would name it instead.
+    the ``groups`` declaration that would name it instead.  In an autograd
+    Function's body the collective is the implementation
+    (:func:`spmd_mypy.function_bodies.collective_result`); there a group
+    that names no axis leaves the buffer's type as it was, which strict mode
+    reports here rather than as a bare return error later.
     """
     name = fullname.rpartition(".")[2]
     typed_op = UNTYPED[name]
@@ -72,10 +76,12 @@ def untyped_collective_hook(fullname: str, declared: AxisNames) -> Callable[[Fun
         tensor_type = _typed_input(ctx)
         if tensor_type is None:
             return ctx.default_return_type
-        if implementation(ctx.api) is not None:
-            return collective_result(ctx, fullname, declared)
         group = arguments(ctx).get("group")
         tree: MypyFile = ctx.api.tree  # type: ignore[attr-defined]
+        if implementation(ctx.api) is not None:
+            if strict and group is not None and group_axis(ctx, group, declared) is None:
+                _report(ctx, name, tensor_type, None, _in_body_on_unknown_group(declaration_for(group[0], tree)))
+            return collective_result(ctx, fullname, declared)
         if group is None:
             axis = tensor_type.axes[0][0] if len(tensor_type.axes) == 1 else None
             consequence = _on_default_group(typed_op) if axis is None else _on_axis(typed_op, tensor_type, axis)
@@ -83,17 +89,24 @@ def untyped_collective_hook(fullname: str, declared: AxisNames) -> Callable[[Fun
             axis = group_axis(ctx, group, declared)
             consequence = (_on_axis(typed_op, tensor_type, axis) if axis is not None
                            else _on_unknown_group(typed_op, declaration_for(group[0], tree)))
-        on_axis = f" on axis {axis}" if axis is not None else ""
-        report.fail(
-            ctx.api,
-            ctx.context,
-            f"torch.distributed {name} on Tensor[{tensor_type}]{on_axis} changes values the "
-            f"checker cannot see: {consequence}.",
-            errorcodes.BY_RULE[Code.UNTYPED_COLLECTIVE],
-        )
+        _report(ctx, name, tensor_type, axis, consequence)
         return ctx.default_return_type
 
     return hook
+
+
+def _report(ctx: FunctionContext, name: str, tensor_type: TensorType, axis: str | None, consequence: str) -> None:
+    on_axis = f" on axis {axis}" if axis is not None else ""
+    report.fail(ctx.api, ctx.context, f"torch.distributed {name} on Tensor[{tensor_type}]{on_axis} changes values "
+                f"the checker cannot see: {consequence}.", errorcodes.BY_RULE[Code.UNTYPED_COLLECTIVE])
+
+
+def _in_body_on_unknown_group(declaration: str | None) -> str:
+    """A Function body's collective whose group names no axis: its result cannot be typed."""
+    declare = (f"declare it in [spmd_mypy] as `groups = {declaration}: AXIS`" if declaration is not None
+               else "type the group where it comes in (`group: spmd_stubs.Group[AXIS]` on the parameter or attribute)")
+    return ("it implements this Function's transition on the group's axis, which the checker cannot tell from "
+            f"this group, so the tensor keeps the type it had before it. Fix: {declare}")
 
 
 def _typed_input(ctx: FunctionContext) -> TensorType | None:
@@ -127,8 +140,9 @@ def _on_unknown_group(op: str, declaration: str | None) -> str:
     """A group no rule names: the ``groups`` key that would name it (``declaration``), if any can."""
     if declaration is None:
         return ("its SPMD type (and its gradient) would be wrong afterwards on the group's axis, which the "
-                "checker cannot tell from this group. Fix: pass spmd.group_of(AXIS), mesh.get_group(\"AXIS\") "
-                f"or a group declared in [spmd_mypy] groups, and {_then(op)}")
+                "checker cannot tell from this group. Fix: type the group where it comes in "
+                "(`group: spmd_stubs.Group[AXIS]` on the parameter or attribute), or pass spmd.group_of(AXIS), "
+                f"mesh.get_group(\"AXIS\") or a group declared in [spmd_mypy] groups, and {_then(op)}")
     return ("its SPMD type (and its gradient) would be wrong afterwards on the group's axis, which is not "
             f"declared. Fix: declare it in [spmd_mypy] as `groups = {declaration}: AXIS` "
             f"(pyproject.toml: [tool.spmd_mypy.groups] \"{declaration}\" = \"AXIS\"), and {_then(op)}")

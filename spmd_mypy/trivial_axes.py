@@ -35,7 +35,7 @@ from mypy.nodes import (
     IntExpr,
     MemberExpr,
     NameExpr,
-    RefExpr,
+    OpExpr,
     ReturnStmt,
 )
 from mypy.types import CallableType
@@ -81,13 +81,24 @@ def _returns_in(block: Block, returned: Expression) -> bool:
 
 
 def _compared_with_int(test: Expression) -> bool:
+    if isinstance(test, OpExpr) and test.op == "and":
+        return _compared_with_int(test.left) or _compared_with_int(test.right)
     return (isinstance(test, ComparisonExpr) and len(test.operators) == 1
             and any(isinstance(operand, IntExpr) for operand in test.operands))
 
 
 def _size_test(test: Expression, function: FuncItem, checker: TypeChecker, settings: Config,
                ) -> tuple[str | None, bool]:
-    """(the axis ``test`` asks the size of, whether the test is true when that size is 1); (None, _) if none."""
+    """(the axis ``test`` asks the size of, whether the test is true when that size is 1); (None, _) if none.
+
+    ``a and b`` is true only where each is: where one of them is true only on one rank, so is the whole.
+    """
+    if isinstance(test, OpExpr) and test.op == "and":
+        for operand in (test.left, test.right):
+            axis, when_true = _size_test(operand, function, checker, settings)
+            if axis is not None and when_true:
+                return axis, True
+        return None, False
     if not _compared_with_int(test):
         return None, False
     assert isinstance(test, ComparisonExpr)
@@ -116,7 +127,7 @@ def _axis_of_size(size: Expression, function: FuncItem, checker: TypeChecker, se
         callee = expr.callee
         if isinstance(callee, MemberExpr) and callee.name == "size" and not expr.args:
             return of_group(callee.expr)
-        fullname = callee.fullname if isinstance(callee, RefExpr) and callee.fullname else function_name(callee, tree)
+        fullname = function_name(callee, tree)
         if fullname == GET_WORLD_SIZE and expr.args:
             return of_group(expr.args[0])
         return settings.sizes.of_function(fullname) if fullname is not None else None

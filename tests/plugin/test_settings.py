@@ -153,7 +153,8 @@ PYPROJECT = '[tool.mypy]\nplugins = ["spmd_mypy"]\n\n[tool.spmd_mypy]\n'
 @pytest.mark.parametrize(("setting", "error"), [
     ('strict = "maybe"', "[tool.spmd_mypy] strict must be true or false (a TOML boolean, unquoted), got 'maybe'"),
     ("strikt = true", "[tool.spmd_mypy] has no setting 'strikt' (set to true; did you mean 'strict'?): "
-                      "the settings are strict, allow_redefinition, show_fixes, groups, configurations "
+                      "the settings are strict, allow_redefinition, show_fixes, groups, sizes, collectives, "
+                      "configurations "
                       "(docs/checker.md#settings)"),
 ])
 def test_a_bad_setting_in_pyproject_toml_is_one_error_naming_it(setting: str, error: str, tmp_path: Path) -> None:

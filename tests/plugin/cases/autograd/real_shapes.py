@@ -29,7 +29,7 @@ class CopyToModelParallelRegion(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_output: Tensor[P@tp]) -> Tensor[I@tp]:
         if pgm.tp_world_size == 1:
-            return grad_output  # E: return-value got "Tensor[P@tp]", expected "Tensor[I@tp]"
+            return grad_output  # one rank: the pending sum is the value
         dist.all_reduce(grad_output, op=dist.ReduceOp.SUM, group=pgm.tp_group)
         return grad_output
 

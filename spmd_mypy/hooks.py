@@ -133,7 +133,7 @@ def _polymorphic_signature(fullname: str, _settings: Config) -> Hook | None:
 
 def _raw_collectives(module: str) -> tuple[str, Make]:
     return module, members(raw_collectives.UNTYPED, lambda name, settings: raw_collectives.untyped_collective_hook(
-        module + name, settings.groups))
+        module + name, settings.groups, settings.strict))
 
 
 def _declared_names(fullname: str, settings: Config) -> Hook | None:
@@ -145,7 +145,8 @@ def _declared_names(fullname: str, settings: Config) -> Hook | None:
     collective = dict(settings.collectives).get(fullname)
     if collective is None:
         return None
-    return raw_collectives.untyped_collective_hook(raw_collectives.torch_name(collective), settings.groups)
+    return raw_collectives.untyped_collective_hook(raw_collectives.torch_name(collective), settings.groups,
+                                                   settings.strict)
 
 
 FUNCTIONS = HookTable(

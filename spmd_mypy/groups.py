@@ -12,6 +12,9 @@ A group names an axis, for certain, where
 * a DeviceMesh looks it up by a literal name: ``mesh.get_group("tp")``,
   ``mesh.get_group(mesh_dim="tp")``, ``mesh["tp"].get_group()``;
 * it is ``spmd.group_of(tp)``;
+* it is named for an axis the function's signature mentions (``tp_group``,
+  ``tp_pg``: an underscore-separated part is the axis, another ``group`` or
+  ``pg``), as an attribute or a variable;
 * it is followed to one of these (:func:`followed`): a local variable every
   assignment of which names the same axis (``group =
   get_tensor_model_parallel_group()``), an attribute of an autograd
@@ -54,11 +57,14 @@ from spmd_mypy.annotations import axes_of
 from spmd_mypy.config import AxisNames
 from spmd_mypy.fullnames import GROUP_OF
 from spmd_mypy.group_types import axis_of_type, typed_group
+from spmd_mypy.representation import typed_tensors_in
 from spmd_mypy.statements import statements_in
 
-__all__ = ["axis_of_group", "declaration_for", "followed", "group_axis", "group_call_hook", "group_of_hook", "mesh_group_hook"]
+__all__ = ["axis_of_group", "declaration_for", "followed", "group_axis", "group_call_hook", "group_of_hook",
+           "mesh_group_hook", "named_for"]
 
 _MESH_DIM = "mesh_dim"
+_GROUP_WORDS = frozenset({"group", "pg"})
 _FOLLOW_DEPTH = 4
 """How many assignments a group is followed through (``group = ctx.group`` in ``backward`` is two)."""
 
@@ -67,8 +73,30 @@ def axis_of_group(group: Expression, declared: AxisNames, tree: MypyFile, group_
                   scope: FuncItem | None = None) -> str | None:
     """The mesh axis ``group`` (an expression of the module ``tree``, of type ``group_type``, in the function
     ``scope``) stands for; None where no rule names one."""
-    return axis_of_type(group_type) or named_axis(group, declared, tree) or (
-        followed(group, scope, lambda expr: named_axis(expr, declared, tree)) if scope is not None else None)
+    known = axis_of_type(group_type) or named_axis(group, declared, tree)
+    if known is not None or scope is None:
+        return known
+
+    def names(expr: Expression) -> str | None:
+        named = named_axis(expr, declared, tree)
+        if named is None and isinstance(expr, (NameExpr, MemberExpr)):
+            return named_for(expr.name, scope, _GROUP_WORDS)
+        return named
+
+    return names(group) or followed(group, scope, names)
+
+
+def named_for(name: str, function: FuncItem, words: frozenset[str]) -> str | None:
+    """The axis ``name`` is named for (``tp_group``, ``tp_world_size``: one underscore-separated part an axis
+    ``function``'s signature mentions, another one of ``words``); None where it names none or several."""
+    parts = set(name.lower().split("_"))
+    signature = function.type
+    if not parts & words or not isinstance(signature, CallableType):
+        return None
+    mentioned = {axis for typ in (*signature.arg_types, signature.ret_type)
+                 for tensor_type in typed_tensors_in(typ) for axis, _ in tensor_type.axes}
+    named = mentioned & parts
+    return named.pop() if len(named) == 1 else None
 
 
 def group_axis(ctx: FunctionContext, group: tuple[Expression, Type], declared: AxisNames) -> str | None:

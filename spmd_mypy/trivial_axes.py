@@ -38,11 +38,9 @@ from mypy.nodes import (
     OpExpr,
     ReturnStmt,
 )
-from mypy.types import CallableType
 
 from spmd_mypy.config import Config
-from spmd_mypy.groups import axis_of_group, followed, function_name
-from spmd_mypy.representation import typed_tensors_in
+from spmd_mypy.groups import axis_of_group, followed, function_name, named_for
 from spmd_mypy.statements import statements_in
 
 GET_WORLD_SIZE = "torch.distributed.distributed_c10d.get_world_size"
@@ -50,7 +48,7 @@ _ONE_RANK = {("==", 1), ("<=", 1), ("<", 2)}
 """``SIZE op n`` tests true exactly when the axis has one rank."""
 _MORE_RANKS = {("!=", 1), (">", 1), (">=", 2)}
 """``SIZE op n`` tests false exactly when the axis has one rank."""
-_SIZE = "size"
+_SIZE_WORDS = frozenset({"size"})
 _MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
@@ -121,7 +119,7 @@ def _axis_of_size(size: Expression, function: FuncItem, checker: TypeChecker, se
 
     def names(expr: Expression) -> str | None:
         if isinstance(expr, (NameExpr, MemberExpr)):
-            return settings.sizes.of_attribute(expr.name) or _named_for_size(expr.name, function)
+            return settings.sizes.of_attribute(expr.name) or named_for(expr.name, function, _SIZE_WORDS)
         if not isinstance(expr, CallExpr):
             return None
         callee = expr.callee
@@ -134,15 +132,3 @@ def _axis_of_size(size: Expression, function: FuncItem, checker: TypeChecker, se
 
     return names(size) or followed(size, function, names)
 
-
-def _named_for_size(name: str, function: FuncItem) -> str | None:
-    """The axis ``name`` is named the size of (``tp_world_size``), among the axes ``function``'s signature
-    mentions; None where it names none or several."""
-    parts = set(name.lower().split("_"))
-    signature = function.type
-    if _SIZE not in parts or not isinstance(signature, CallableType):
-        return None
-    mentioned = {axis for typ in (*signature.arg_types, signature.ret_type)
-                 for tensor_type in typed_tensors_in(typ) for axis, _ in tensor_type.axes}
-    named = mentioned & parts
-    return named.pop() if len(named) == 1 else None

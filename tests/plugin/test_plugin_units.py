@@ -104,6 +104,37 @@ def test_a_bad_group_declaration_names_the_entry_and_the_fix(tmp_path: Path, tex
     assert "write each entry as NAME: AXIS" in str(error.value)
 
 
+def test_sizes_and_collectives_read_in_both_file_forms(tmp_path: Path) -> None:
+    getter = "megatron.core.parallel_state.get_tensor_model_parallel_world_size"
+    wrapper = "nanotron.distributed.all_gather_into_tensor"
+    (tmp_path / "mypy.ini").write_text(f"[spmd_mypy]\nsizes = {getter}: tp, *.tp_ws: tp\n"
+                                       f"collectives =\n    {wrapper}: torch.distributed.all_gather_into_tensor\n")
+    (tmp_path / "pyproject.toml").write_text(f'[tool.spmd_mypy.sizes]\n"{getter}" = "tp"\n"*.tp_ws" = "tp"\n'
+                                             f'[tool.spmd_mypy.collectives]\n"{wrapper}" = '
+                                             '"torch.distributed.all_gather_into_tensor"\n')
+    for name in ("mypy.ini", "pyproject.toml"):
+        settings = config.load(str(tmp_path / name))
+        assert (settings.sizes.of_function(getter), settings.sizes.of_attribute("tp_ws")) == ("tp", "tp")
+        assert settings.collectives == ((wrapper, "torch.distributed.all_gather_into_tensor"),)
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("[spmd_mypy]\nsizes = *.tp_ws\n", "[spmd_mypy] sizes: '*.tp_ws' has no axis"),
+        ("[spmd_mypy]\ncollectives = all_gather: torch.distributed.all_gather\n",
+         "[spmd_mypy] collectives: 'all_gather' is not a function's full name"),
+        ("[spmd_mypy]\ncollectives = lib.gather: lib.all_gather\n",
+         "[spmd_mypy] collectives: 'lib.gather' must name a torch.distributed collective, got 'lib.all_gather'"),
+        ("[spmd_mypy]\ncollectives = lib.gather\n", "[spmd_mypy] collectives: 'lib.gather' has no collective"),
+    ],
+)
+def test_a_bad_size_or_collective_declaration_names_the_entry(tmp_path: Path, text: str, complaint: str) -> None:
+    (tmp_path / "mypy.ini").write_text(text)
+    with pytest.raises(config.ConfigError, match=re.escape(complaint)):
+        config.load(str(tmp_path / "mypy.ini"))
+
+
 @pytest.mark.parametrize("table", ['[tool.spmd_mypy.groups]\n"*.tp_group" = 1\n', "[tool.spmd_mypy]\ngroups = 1\n"])
 def test_a_group_declaration_must_be_text(tmp_path: Path, table: str) -> None:
     (tmp_path / "pyproject.toml").write_text(table)

@@ -152,6 +152,11 @@ PYPROJECT = '[tool.mypy]\nplugins = ["spmd_mypy"]\n\n[tool.spmd_mypy]\n'
 
 @pytest.mark.parametrize(("setting", "error"), [
     ('strict = "maybe"', "[tool.spmd_mypy] strict must be true or false (a TOML boolean, unquoted), got 'maybe'"),
+    ('collectives = { "lib.gather" = "torch.distributed.gather_object" }',
+     "[tool.spmd_mypy] collectives: lib.gather: torch.distributed.gather_object names no torch.distributed collective the "
+     "checker types; the collectives are _all_gather_base, _reduce_scatter_base, all_gather, all_gather_into_tensor, "
+     "all_gather_single, all_gather_tensor, all_reduce, all_to_all, all_to_all_single, broadcast, gather, reduce, "
+     "reduce_scatter, reduce_scatter_single, reduce_scatter_tensor, scatter"),
     ("strikt = true", "[tool.spmd_mypy] has no setting 'strikt' (set to true; did you mean 'strict'?): "
                       "the settings are strict, allow_redefinition, show_fixes, groups, sizes, collectives, "
                       "configurations "

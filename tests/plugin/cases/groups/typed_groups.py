@@ -79,3 +79,35 @@ def an_untyped_group_parameter(x: Tensor[P@tp], group: dist.ProcessGroup) -> Non
 
 
 bad: Group[int]  # E: spmd-annotation 'int' is not a mesh axis
+
+
+class Manager:
+    tp_pg: dist.ProcessGroup
+    cp_group: dist.ProcessGroup
+
+
+manager = Manager()
+
+
+class Reduce(torch.autograd.Function):
+    """picotron's g: the group named for the axis the Function is typed on (no declaration needed)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor[P@tp]) -> Tensor[I@tp]:
+        dist.all_reduce(x, group=manager.tp_pg)
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: Tensor[I@tp]) -> Tensor[R@tp]:
+        return grad_output
+
+
+class ReduceOverAnotherAxis(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor[P@tp]) -> Tensor[I@tp]:
+        dist.all_reduce(x, group=manager.cp_group)
+        return x  # E: return-value got "Tensor[P@tp]", expected "Tensor[I@tp]"
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: Tensor[I@tp]) -> Tensor[R@tp]:
+        return grad_output

@@ -75,7 +75,8 @@ def _load_config(options: Options) -> tuple[config.Config, str | None]:
     unknown = [f"{name}: {target}" for name, target in settings.collectives
                if target.rpartition(".")[2] not in raw_collectives.UNTYPED]
     if unknown:
-        return settings, (f"{options.config_file}: error: [spmd_mypy] collectives: {', '.join(unknown)} names no "
+        section = f"[tool.{config.SECTION}]" if str(options.config_file).endswith(".toml") else f"[{config.SECTION}]"
+        return settings, (f"{options.config_file}: error: {section} collectives: {', '.join(unknown)} names no "
                           f"torch.distributed collective the checker types; the collectives are "
                           f"{', '.join(sorted(raw_collectives.UNTYPED))}")
     if settings.configurations and options.num_workers:

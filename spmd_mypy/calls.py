@@ -28,7 +28,7 @@ from mypy.nodes import (
 from mypy.plugin import AttributeContext, CheckerPluginInterface, FunctionContext, MethodContext
 from mypy.types import AnyType, TupleType, Type, get_proper_type
 
-from spmd_mypy import errorcodes, report
+from spmd_mypy import backward, errorcodes, report
 from spmd_mypy.config import Config
 from spmd_mypy.fixes import Operand
 from spmd_mypy.global_mode import refine
@@ -80,7 +80,8 @@ def method_hook(name: str, config: Config) -> Callable[[MethodContext], Type]:
             judged_as, operands = forward, operands[::-1]
         call = OpCall(display_name(name), operands, ctx.context, ctx.api, config, judged_as, refiner)
         if inplace:
-            typed = op_result(call, ctx.default_return_type, written=ctx.type)
+            typed = op_result(call, ctx.default_return_type, written=ctx.type,
+                              gradient=lambda: backward.gradient_buffer(receiver.expr, ctx.api))
         else:
             typed = op_result(call, declared_result(ctx.default_return_type, [ctx.type]))
         return ctx.default_return_type if typed is None else typed
@@ -128,7 +129,9 @@ def function_hook(name: str, config: Config) -> Callable[[FunctionContext], Type
         call = OpCall(display_name(name), actuals, ctx.context, ctx.api, config, record, refiner)
         out = _out_argument(ctx)
         if out is not None:
-            typed = op_result(call, ctx.default_return_type, written=out)
+            written, target = out
+            typed = op_result(call, ctx.default_return_type, written=written,
+                              gradient=lambda: backward.gradient_buffer(target, ctx.api))
         else:
             flat = (t for types in ctx.arg_types for t in types)
             typed = op_result(call, declared_result(ctx.default_return_type, flat))
@@ -179,11 +182,11 @@ def named_field(ctx: AttributeContext) -> Type:
     return result.items[fields.index(ctx.context.name)]
 
 
-def _out_argument(ctx: FunctionContext) -> Type | None:
-    """The type of a typed ``out=`` tensor, if the call writes into one."""
-    for name, types in zip(ctx.callee_arg_names, ctx.arg_types):
-        if name == "out" and types and has_spmd(types[0]):
-            return types[0]
+def _out_argument(ctx: FunctionContext) -> tuple[Type, Expression] | None:
+    """The type and expression of a typed ``out=`` tensor, if the call writes into one."""
+    for name, types, exprs in zip(ctx.callee_arg_names, ctx.arg_types, ctx.args):
+        if name == "out" and types and exprs and has_spmd(types[0]):
+            return types[0], exprs[0]
     return None
 
 
@@ -213,11 +216,13 @@ def copy_hook(ctx: MethodContext) -> Type:
 
 def _check_writes(ctx: MethodContext, index: Actual | None, value: Actual | None, form: str) -> None:
     """Each alternative of the written tensor x, the index and the value, on each of x's axes
-    (a value without a gradient: :func:`spmd_stubs.core.check_write_without_gradient`)."""
+    (a value without a gradient: :func:`spmd_stubs.core.check_write_without_gradient`; into a
+    gradient buffer, also the gradient with its reductions done: :func:`spmd_stubs.core.check_gradient_write`)."""
     targets = [t for t in spmd_members(ctx.type) if t is not None]
     indices = choices(index) if index is not None else [ABSENT]
     values = choices(value) if value is not None else [ABSENT]
     free: bool | None = None  # looked for once, and only for a write that does not fit as it is
+    gradient: bool | None = None  # likewise
     for target, i, y in itertools.product(targets, indices, values):
         for axis, axis_type in target.axes:
             try:
@@ -229,9 +234,22 @@ def _check_writes(ctx: MethodContext, index: Actual | None, value: Actual | None
                 try:
                     core.check_write_without_gradient(axis_type, on_axis(y, axis), free, axis, on_axis(i, axis), form)
                 except SpmdTypeError:
+                    if gradient is None:
+                        gradient = backward.gradient_buffer(receiver_expression(ctx.context, "copy_"), ctx.api)
+                    if gradient and _fits_gradient(axis_type, on_axis(y, axis), axis, on_axis(i, axis), form):
+                        continue
                     written = [Operand(value.expr if value else None, on_axis(y, axis)),
                                Operand(index.expr if index else None, on_axis(i, axis))]
                     report.rule_error(ctx.api, ctx.context, error, written)
+
+
+def _fits_gradient(gradient: core.AxisType, y: core.Operand, axis: str, index: core.Operand, form: str) -> bool:
+    """A gradient buffer takes ``y`` (:func:`spmd_stubs.core.check_gradient_write`)."""
+    try:
+        core.check_gradient_write(gradient, y, axis, index, form)
+    except SpmdTypeError:
+        return False
+    return True
 
 
 def _is_zero(expr: Expression) -> bool:

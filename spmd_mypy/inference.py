@@ -219,26 +219,35 @@ def judge(expr: Expr, combination: tuple[Choice, ...], op: str, effect: Effect =
     return (TensorType.of(result) if result else None), tuple(errors)
 
 
-def op_result(call: OpCall, declared: Type, written: Type | None = None) -> Type | None:
+GradientBuffer = Callable[[], bool]
+"""Whether the written tensor is a gradient buffer (asked only where a write does not fit)."""
+
+
+def op_result(call: OpCall, declared: Type, written: Type | None = None,
+              gradient: GradientBuffer | None = None) -> Type | None:
     """The type of a modelled op's result, reporting the rules it breaks; None where no operand is typed.
 
     The result is ``declared`` with the inferred SPMD types put into its
     tensors.  An in-place call (``x.add_(y)``, ``x += y``, ``torch.add(a, b,
     out=x)``) writes into a tensor of type ``written``, which keeps its type:
-    the op's out-of-place result must equal it (``spmd-inplace``).
+    the op's out-of-place result must equal it (``spmd-inplace``), or, where
+    ``gradient`` says it is a gradient buffer, be its gradient with the
+    reductions done (:func:`spmd_stubs.core.takes_reduced_gradient`).
     """
     results = infer(call)
     if results is None:
         return None
     if written is None:
         return result_type(call.api, declared, results)
-    _check_written(call, results, written)
+    _check_written(call, results, written, gradient)
     return result_type(call.api, declared, spmd_members(written))
 
 
-def _check_written(call: OpCall, results: list[TensorType | None], written: Type) -> None:
+def _check_written(call: OpCall, results: list[TensorType | None], written: Type,
+                   gradient: GradientBuffer | None) -> None:
     """Each alternative of the written tensor against each of the op's results
     (:func:`spmd_stubs.core.check_inplace`)."""
+    buffer: bool | None = None  # asked once, and only for a write that does not fit
     for target in spmd_members(written):
         for result in results:
             if target is None or result is None:
@@ -247,6 +256,10 @@ def _check_written(call: OpCall, results: list[TensorType | None], written: Type
                 try:
                     core.check_inplace(call.name, axis_type, result.get(axis), axis)
                 except SpmdTypeError as error:
+                    if buffer is None:
+                        buffer = gradient is not None and gradient()
+                    if buffer and core.takes_reduced_gradient(axis_type, result.get(axis)):
+                        continue
                     report.rule_error(call.api, call.context, error)
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from mypy.nodes import Expression, MemberExpr
+from mypy.nodes import Expression
 from mypy.plugin import FunctionContext
-from mypy.types import NoneType, Type
+from mypy.types import Type
 
-from spmd_mypy import redistribute, report
+from spmd_mypy import backward, redistribute, report
 from spmd_mypy.annotations import AnnotationError, axes_of
 from spmd_mypy.call_arguments import Argument, arguments, bad_type_argument, flag, spmd_type_of
-from spmd_mypy.representation import members, spmd_members, tensor_instance
+from spmd_mypy.representation import spmd_members
 from spmd_mypy.transitions import Request, typed_result
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Partial, SpmdTypeError
@@ -71,13 +71,14 @@ def _default_source(op: str) -> AxisType | None:
 def _check_in_place_target(ctx: FunctionContext, name: str, request: Request, target: Expression) -> None:
     """``all_reduce_(x, ...)``: x keeps its type, as any tensor written in place (``spmd-inplace``).
 
-    Except a tensor's ``.grad``: read, it is the pending gradient whether or
-    not a sync wrote it (:func:`spmd_mypy.backward.grad_attribute`), as after
-    ``p.grad = all_reduce(p.grad, ...)``; the call's result has the synced
-    type.  (Another object's ``grad`` attribute keeps its declared type.)  An
-    untyped ``x`` has no type to keep.
+    Except a gradient buffer, a tensor's ``.grad`` or a local bound to one
+    (:func:`spmd_mypy.backward.gradient_buffer`): read, it is the pending
+    gradient whether or not a sync wrote it (:func:`spmd_mypy.backward.grad_attribute`),
+    as after ``p.grad = all_reduce(p.grad, ...)``; the call's result has the
+    synced type.  (Another object's ``grad`` attribute keeps its declared
+    type.)  An untyped ``x`` has no type to keep.
     """
-    if isinstance(target, MemberExpr) and target.name == "grad" and _a_tensor(ctx, target.expr):
+    if backward.gradient_buffer(target, ctx.api):
         return
     for member in spmd_members(request.tensor):
         for axis in request.axes:
@@ -88,11 +89,3 @@ def _check_in_place_target(ctx: FunctionContext, name: str, request: Request, ta
                 core.check_inplace(name, written, request.dst, axis)
             except SpmdTypeError as error:
                 report.rule_error(ctx.api, ctx.context, error)
-
-
-def _a_tensor(ctx: FunctionContext, expr: Expression) -> bool:
-    """``expr`` is a tensor (each member of its union, None aside)."""
-    found = members(ctx.api.get_expression_type(expr))
-    return any(tensor_instance(m) is not None for m in found) and all(
-        tensor_instance(m) is not None or isinstance(m, NoneType) for m in found
-    )

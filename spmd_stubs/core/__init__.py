@@ -43,7 +43,14 @@ from spmd_stubs.core.axis_types import (
     parse_axis_type,
     shard_group,
 )
-from spmd_stubs.core.checks import check_asserted, check_inplace, check_loss, check_write
+from spmd_stubs.core.checks import (
+    check_asserted,
+    check_gradient_write,
+    check_inplace,
+    check_loss,
+    check_write,
+    takes_reduced_gradient,
+)
 from spmd_stubs.core.comms import (
     CASTS,
     COLLECTIVES,
@@ -106,6 +113,8 @@ __all__ = [
     "IMPLICIT_PARTIAL",
     "check_inplace",
     "check_write",
+    "check_gradient_write",
+    "takes_reduced_gradient",
     "check_write_without_gradient",
     "evaluate_without_gradients",
     "returns_as",

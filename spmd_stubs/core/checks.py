@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spmd_stubs.core.axis_types import AxisType, Kind, Operand, Partial, Replicate, Scalar
+from spmd_stubs.core.axis_types import AxisType, Invariant, Kind, Operand, Partial, Replicate, Scalar
 from spmd_stubs.core.comms import instead, instead_template
 from spmd_stubs.core.errors import Code, Fix, SpmdTypeError, Target
 
@@ -48,6 +48,31 @@ def check_write(target: AxisType, value: Operand, axis: str, index: Operand = No
     rewrite = Fix(Target.OPERAND, template, value) if template else None
     raise SpmdTypeError(Code.INPLACE, axis, _write_message(form, target, f"y of type {value.on(axis)}", axis, why, fix),
                         rewrite)
+
+
+def takes_reduced_gradient(gradient: AxisType, value: Operand) -> bool:
+    """Whether a gradient buffer (``p.grad``, or a name bound to it) of type ``gradient`` on an axis
+    takes ``value`` as that gradient with its pending sum resolved: R or I where it is P.
+
+    Reads of a gradient buffer are the pending gradient whatever was written
+    (the type cannot follow the write), so the sync may land in it: ``p.grad =
+    all_reduce(p.grad, ax, src=P, dst=R)``, ``g.copy_(...)`` of the same
+    (docs/spec.md#writes-in-place).
+
+    >>> takes_reduced_gradient(Partial, Replicate), takes_reduced_gradient(Invariant, Partial)
+    (True, False)
+    """
+    return gradient == Partial and value in (Replicate, Invariant)
+
+
+def check_gradient_write(gradient: AxisType, value: Operand, axis: str, index: Operand = None,
+                         form: str = "x.copy_(y)") -> None:
+    """:func:`check_write` into a gradient buffer of type ``gradient``: it also takes the gradient with its
+    pending sum resolved (:func:`takes_reduced_gradient`), written where the gradient itself could be (a
+    varying or partial index still may not write)."""
+    if takes_reduced_gradient(gradient, value):
+        value = gradient
+    check_write(gradient, value, axis, index, form)
 
 
 def _check_write_index(target: AxisType, index: Operand, axis: str) -> None:

@@ -40,7 +40,8 @@ class Linearity(enum.Enum):
     SELECT       first operand is a non-differentiable selector (index, mask,
                  condition), the second the data; a replicated selector is
                  neutral, a varying one makes the result vary, a partial one
-                 is meaningless.
+                 is meaningless; an unknown one takes no part (the data
+                 decides), unknown data makes the result unknown.
     """
 
     NONLINEAR = "nonlinear"
@@ -260,6 +261,13 @@ def _multilinear(operands: Sequence[AxisType | Scalar], op: str, axis: str, adds
 
 
 def _select(operands: Sequence[AxisType | Scalar], op: str, axis: str, adds_bias: bool) -> AxisType:
+    if len(operands) == 1:
+        # The selector is unknown (an untyped tensor: labels from a data loader): it takes
+        # no part in the judgement, as any unknown operand, and the data decides, as beside
+        # a replicated selector (docs/spec.md#select).
+        [data] = operands
+        assert isinstance(data, AxisType)
+        return data.local
     selector, data = operands
     if isinstance(selector, AxisType) and selector.kind is Kind.P:
         raise SpmdTypeError(
@@ -382,7 +390,9 @@ def evaluate(
     ``None`` operands (unknown on this axis: an untyped tensor, or a typed one
     that does not mention the axis) are left out of the judgement, as
     gradual typing asks; when only unknowns and scalars remain, the result is
-    unknown.  A result is never a shard: a local op on ``S(i)`` gives V.
+    unknown.  An unknown selector of a SELECT is no exception: the data
+    decides (unknown data makes the result unknown: the selector gives none
+    of its values).  A result is never a shard: a local op on ``S(i)`` gives V.
     ``effect`` is the op's :class:`Monotone` behaviour, needed only when a
     pending max/min meets the top-level expression.  ``adds_bias``: the op
     adds a bias to a product (its record's ``bias``), so a fix for a product
@@ -404,6 +414,11 @@ def evaluate(
     >>> print(evaluate(mul, [Partial, None], "mul", "tp"))
     P
     >>> print(evaluate(mul, [None, SCALAR], "mul", "tp"))
+    None
+    >>> select = Apply(Linearity.SELECT, Arg(1), Apply(Linearity.NONLINEAR, Arg(0)))  # cross_entropy(x, labels)
+    >>> print(evaluate(select, [Replicate, None], "cross_entropy", "tp"))
+    R
+    >>> print(evaluate(select, [None, Varying], "cross_entropy", "tp"))
     None
     """
     try:
@@ -443,7 +458,9 @@ def _evaluate(
         value = _evaluate(sub, operands, op, axis, effect=None, adds_bias=adds_bias)
         if value is not None:
             known.append((position, value))
-        elif expr.linearity is Linearity.SELECT:
+        elif expr.linearity is Linearity.SELECT and position == 1:
+            # Unknown data: the selector gives none of the result's values.
+            # An unknown selector, as any unknown operand, takes no part: the data decides.
             return None
     values = [value for _, value in known]
     if not any(isinstance(k, AxisType) for k in values):

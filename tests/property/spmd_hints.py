@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spmd_programs import AXES, Comm, Local, Program, Statement, Types, Value, to_source
@@ -87,8 +87,7 @@ def _run_clean(clean: list[tuple[Program, Path]], originals: dict[Path, Path], w
             right[original] = False
             continue
         fixed = read[original]
-        fixed = Program(fixed.inputs, fixed.body, Value(fixed.loss.name, fixed.loss.shape, losses[revealed]),
-                        frozenset())
+        fixed = replace(fixed, loss=Value(fixed.loss.name, fixed.loss.shape, losses[revealed]))
         inputs = random_inputs(fixed, generator)  # type: ignore[arg-type]
         outcome = run_program(mesh, source, fixed, inputs)
         if outcome.error is not None and not _runs(mesh, originals[original], unfixed, generator):
@@ -114,6 +113,8 @@ def read_back(source: str, original: Program) -> Program:
     function = next(node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef))
     values = {v.name: v for v in original.inputs}
     values.update({s.target.name: s.target for s in original.body})
+    # An untyped selector is an operand name only (it is never an spmd.* call's argument).
+    values.update({s.name: Value(s.name, s.shape, ()) for s in original.selectors})
     body: list[Statement] = []
     fresh = iter(f"h{n}" for n in range(10_000))
     loss = original.loss
@@ -126,7 +127,7 @@ def read_back(source: str, original: Program) -> Program:
             receiver = statement.value.func
             assert isinstance(receiver, ast.Attribute) and receiver.attr == "backward"
             loss = _operand(receiver.value, body, values, fresh)
-    return Program(original.inputs, tuple(body), loss, frozenset())
+    return Program(original.inputs, tuple(body), loss, frozenset(), original.selectors)
 
 
 def _value(values: dict[str, Value], name: str, like: Value | None = None) -> Value:

@@ -15,6 +15,13 @@ follows each value's type, so most programs are well typed. Some programs are
 checker has something to reject. The tracker is only a guide for the
 generator; what is accepted is decided by mypy, what is correct by the
 reference (``spmd_reference``).
+
+Some steps are SELECT ops (``F.cross_entropy(x, s)``, ``x[s]``) whose selector
+is an untyped input (:class:`Selector`, a plain ``torch.Tensor`` like labels
+from a data loader): unknown on every axis, so the data decides
+(docs/spec.md#select). Its values may differ between ranks only on axes where
+the data varies too (labels sharded with the batch); a selector that varies
+where the data does not is the gradual rule's documented blind spot.
 """
 
 from __future__ import annotations
@@ -85,6 +92,20 @@ Statement = Union[Local, Comm]
 
 
 @dataclass(frozen=True)
+class Selector:
+    """An untyped input (``torch.Tensor``): integer indices in ``[0, bound)``, like labels from a data loader.
+
+    The checker sees it as unknown on every axis; ``varies`` (one flag per
+    axis of ``AXES``) says where its values in fact differ between ranks.
+    """
+
+    name: str
+    shape: Shape
+    bound: int
+    varies: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
 class Program:
     """A typed function: annotated inputs, statements, the loss it calls backward on.
 
@@ -96,11 +117,14 @@ class Program:
     body: tuple[Statement, ...]
     loss: Value
     predicted: frozenset[str]
+    selectors: tuple[Selector, ...] = ()
+    """Untyped selector inputs, parameters after ``inputs``."""
 
 
 def to_source(program: Program, name: str = "program") -> str:
     """The program as an annotated Python function (with its imports)."""
-    params = ", ".join(f"{v.name}: {_annotation(v.types)}" for v in program.inputs)
+    params = ", ".join([f"{v.name}: {_annotation(v.types)}" for v in program.inputs]
+                       + [f"{s.name}: torch.Tensor" for s in program.selectors])
     lines = [
         "import torch",
         "import torch.nn.functional as F",
@@ -139,6 +163,8 @@ class OpSpec:
     constants: tuple[int, ...] = ()
     """Operands the template takes no gradient of (``.detach()``, a comparison): judged by
     :func:`spmd_stubs.core.evaluate_without_gradients`."""
+    selector: bool = False
+    """The template's last operand, numbered after the scalars, is an untyped :class:`Selector`."""
 
 
 def _mul(*indices: int) -> Apply:
@@ -165,6 +191,22 @@ _BINARY_SAME_SHAPE = [
 ]
 _LINEAR = Apply(Linearity.LINEAR, Arg(0))
 _SUM_ALL = OpSpec("sum", "{0}.sum()", _LINEAR, 1)
+
+
+_CROSS_ENTROPY = OpSpec("cross_entropy", "F.cross_entropy({0}, {1})",
+                        Apply(Linearity.SELECT, Arg(1), Apply(Linearity.NONLINEAR, Arg(0))), 1, selector=True)
+_INDEX = OpSpec("index", "{0}[{1}]", Apply(Linearity.SELECT, Arg(1), Arg(0)), 1, selector=True)
+
+
+def _select_ops(shape: Shape) -> list[tuple[OpSpec, Shape, int, Shape]]:
+    """SELECT ops on a value of ``shape`` with an untyped selector: (op, selector shape, bound, result shape)."""
+    out: list[tuple[OpSpec, Shape, int, Shape]] = []
+    if len(shape) == 2:
+        out.append((_CROSS_ENTROPY, shape[:1], shape[1], ()))  # rows of class scores, one label per row
+    if shape:
+        for picked in (1, 3):
+            out.append((_INDEX, (picked,), shape[0], (picked,) + shape[1:]))
+    return out
 
 
 def _shape_ops(shape: Shape) -> list[tuple[OpSpec, Shape]]:
@@ -217,6 +259,8 @@ def _local_types(op: OpSpec, operands: list[Value]) -> tuple[Types, frozenset[st
     types, codes = [], set()
     for i, axis in enumerate(AXES):
         args: list[core.Operand] = [v.types[i] for v in operands] + [core.SCALAR] * op.scalars
+        if op.selector:
+            args.append(None)  # an untyped selector: unknown on every axis
         free = [k in op.constants for k in range(len(args))]
         try:
             result = core.evaluate_without_gradients(op.expr, args, free, op.name, axis)
@@ -375,12 +419,14 @@ def _local_candidates(pool: list[Value], wild: bool) -> list[Candidate]:
     return out
 
 
-def _local_candidate(op: OpSpec, operands: list[Value], shape: Shape, wild: bool) -> list[Candidate]:
+def _local_candidate(op: OpSpec, operands: list[Value], shape: Shape, wild: bool,
+                     selector: Selector | None = None) -> list[Candidate]:
     types, codes = _local_types(op, operands)
     if (codes and not wild) or not _fits(shape):
         return []
-    expression = op.template.format(*(v.name for v in operands))
-    args = tuple(v.name for v in operands)
+    names = [v.name for v in operands] + ([selector.name] if selector is not None else [])
+    expression = op.template.format(*names)
+    args = tuple(names)
     constants = bool(op.constants)
     return [Candidate(lambda name: Local(Value(name, shape, types), expression, args, constants), codes)]
 
@@ -408,6 +454,7 @@ def programs(draw: st.DrawFn, max_steps: int = 6) -> Program:
     pool: list[Value] = list(inputs)
     body: list[Statement] = []
     predicted: set[str] = set()
+    selectors: list[Selector] = []
 
     def step(candidates: list[Candidate]) -> Value:
         chosen = draw(st.sampled_from(candidates))
@@ -417,8 +464,23 @@ def programs(draw: st.DrawFn, max_steps: int = 6) -> Program:
         pool.append(statement.target)
         return statement.target
 
+    def select(value: Value) -> None:
+        """A SELECT op on ``value`` with a new untyped selector input."""
+        options = _select_ops(value.shape)
+        if not options:
+            return
+        op, indices, bound, result = draw(st.sampled_from(options))
+        varies = tuple(t.kind is Kind.V and draw(st.booleans()) for t in value.types)
+        selector = Selector(f"s{len(selectors)}", indices, bound, varies)
+        candidates = _local_candidate(op, [value], result, wild, selector)
+        if candidates:
+            selectors.append(selector)
+            step(candidates)
+
     for _ in range(draw(st.integers(0, max_steps))):
-        if draw(st.booleans()):
+        if draw(st.integers(0, 4)) == 0:
+            select(draw(st.sampled_from(pool)))
+        elif draw(st.booleans()):
             step(_local_candidates(pool, wild))
         else:
             value = draw(st.sampled_from(pool))
@@ -435,7 +497,7 @@ def programs(draw: st.DrawFn, max_steps: int = 6) -> Program:
             loss = _finish(loss, axis_index, step, wild)
     loss = _to_scalar(loss, step)
     predicted |= _loss_codes(loss)
-    return Program(tuple(inputs), tuple(body), loss, frozenset(predicted))
+    return Program(tuple(inputs), tuple(body), loss, frozenset(predicted), tuple(selectors))
 
 
 def _to_scalar(value: Value, step: Callable[[list[Candidate]], Value]) -> Value:

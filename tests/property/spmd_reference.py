@@ -12,18 +12,19 @@ per coordinate on an axis where it is V or S(i) (a list of values), a single
 tensor shared by every coordinate where it is R or I (one value, used on
 every rank) or P (one value, its meaning; each rank holds an arbitrary part
 of it, see :func:`local_value`). The global loss is the sum over the P axes of the per-rank losses, at
-coordinate 0 of the I axes (:func:`global_loss`).
+coordinate 0 of the I axes (:func:`global_loss`). An untyped selector input holds integer indices, the
+same on every rank except on the axes its ``varies`` names; it takes no gradient.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
-from spmd_programs import AXES, AXIS_SIZE, Comm, Local, Program, Types, Value
+from spmd_programs import AXES, AXIS_SIZE, Comm, Local, Program, Selector, Types, Value
 
 from spmd_stubs.core import AxisType, Kind
 
@@ -36,10 +37,12 @@ Leaves = dict[str, Grid]
 
 @dataclass(frozen=True)
 class Inputs:
-    """A program's inputs: the leaves (what gradients are taken of) and the P offsets."""
+    """A program's inputs: the leaves (what gradients are taken of), the P offsets, and every rank's
+    indices of each untyped selector."""
 
     leaves: Leaves
     offsets: dict[str, dict[tuple[Coord, Coord], torch.Tensor]]
+    selectors: dict[str, Grid] = field(default_factory=dict)
 
 COORDS: list[Coord] = list(itertools.product(range(AXIS_SIZE), repeat=len(AXES)))
 
@@ -83,7 +86,14 @@ def random_inputs(program: Program, generator: torch.Generator) -> Inputs:
             mine = [k for k in keys if k[0] == leaf]
             mean = _sum([raw[k] for k in mine]) / len(mine)
             offsets[v.name].update({k: raw[k] - mean for k in mine})
-    return Inputs(leaves, offsets)
+    return Inputs(leaves, offsets, {s.name: _random_indices(s, generator) for s in program.selectors})
+
+
+def _random_indices(selector: Selector, generator: torch.Generator) -> Grid:
+    """Every rank's indices: one draw per coordinate on the axes where the selector varies, shared elsewhere."""
+    own = {c: tuple(i if varies else 0 for i, varies in zip(c, selector.varies)) for c in COORDS}
+    drawn = {k: torch.randint(0, selector.bound, selector.shape, generator=generator) for k in sorted(set(own.values()))}
+    return {c: drawn[own[c]] for c in COORDS}
 
 
 def _randn(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
@@ -109,6 +119,11 @@ def rank_parts(value: Value, inputs: Inputs) -> dict[int, torch.Tensor]:
     """Every rank's local input, for the runtime world."""
     leaves, offsets = inputs.leaves[value.name], inputs.offsets[value.name]
     return {rank_of(c): local_value(value, leaves, offsets, c).detach().clone() for c in COORDS}
+
+
+def selector_parts(name: str, inputs: Inputs) -> dict[int, torch.Tensor]:
+    """Every rank's indices of the untyped selector ``name``, for the runtime world."""
+    return {rank_of(c): indices.clone() for c, indices in inputs.selectors[name].items()}
 
 
 # --------------------------------------------------------------------------
@@ -235,6 +250,7 @@ def run(program: Program, leaves: Leaves, inputs: Inputs) -> Grid:
     env: dict[str, Grid] = {
         v.name: {c: local_value(v, leaves[v.name], inputs.offsets[v.name], c) for c in COORDS} for v in program.inputs
     }
+    env.update(inputs.selectors)
     for statement in program.body:
         if isinstance(statement, Comm):
             env[statement.target.name] = _apply_comm(statement, env[statement.arg])

@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 from mypy_batch import REPO, FileErrors, MypyRun, run_mypy, write_config
 from spmd_programs import Local, Program, to_source
-from spmd_reference import Inputs, expected_pairs, random_inputs, rank_parts, reference_gradients
+from spmd_reference import Inputs, expected_pairs, random_inputs, rank_parts, reference_gradients, selector_parts
 
 RUNTIME_TESTS = REPO / "tests" / "runtime"
 if str(RUNTIME_TESTS) not in sys.path:
@@ -121,14 +121,15 @@ def run_program(mesh: object, path: Path, program: Program, inputs: Inputs) -> O
         spmd.bind_mesh(mesh)  # type: ignore[arg-type]
         try:
             world = SimWorld(mode)
-            inputs = [world.make(rank_parts(v, inputs)).requires_grad_() for v in program.inputs]
-            function(*inputs)  # type: ignore[operator]
+            tensors = [world.make(rank_parts(v, inputs)).requires_grad_() for v in program.inputs]
+            selectors = [world.make(selector_parts(s.name, inputs)) for s in program.selectors]
+            function(*tensors, *selectors)  # type: ignore[operator]
         except (ValueError, RuntimeError) as err:
             return Outcome(error=f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=-3)}")
         finally:
             spmd.unbind()
     grads = {}
-    for v, x in zip(program.inputs, inputs):
+    for v, x in zip(program.inputs, tensors):
         grad = x.grad
         grads[v.name] = {
             r: (grad._local_tensors[r].detach() if grad is not None else torch.zeros(v.shape, dtype=torch.float64))  # type: ignore[attr-defined]
@@ -162,6 +163,8 @@ class Report:
     accepted: int = 0
     accepted_without_gradients: int = 0
     """Accepted programs with an operand that carries no gradient (a detached value, a mask)."""
+    accepted_with_unknown_selector: int = 0
+    """Accepted programs with a SELECT op whose selector is untyped (docs/spec.md#select)."""
     accepted_runtime_errors: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
     rejected: Counter[str] = field(default_factory=Counter)
@@ -202,6 +205,7 @@ def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mes
             report.accepted += 1
             report.accepted_without_gradients += any(
                 isinstance(s, Local) and s.op_constants for s in program.body)
+            report.accepted_with_unknown_selector += bool(program.selectors)
             if outcome.error is not None:
                 report.accepted_runtime_errors.append(_describe(program, verdict, outcome.error))
             else:

@@ -16,9 +16,9 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spmd_programs import AXES, Comm, Local, Program, Value, programs
+from spmd_programs import AXES, Comm, Local, Program, Selector, Value, programs
 from spmd_reference import random_inputs
-from spmd_soundness import Report, judge, process_batch, run_program, simulated_world, write_batch
+from spmd_soundness import Report, check_batch, judge, process_batch, run_program, simulated_world, write_batch
 
 from spmd_stubs import core
 from spmd_stubs.core import AxisType
@@ -88,3 +88,29 @@ def test_partial_times_partial_is_caught_by_the_reference(mesh: object, tmp_path
 def test_a_replicate_loss_is_caught_by_the_reference(mesh: object, tmp_path: Path) -> None:
     """An R loss: backward seeds 1.0 on both tp ranks, so the gradients are doubled."""
     assert _judge_unchecked(_product(R, R), mesh, tmp_path)
+
+
+# --------------------------------------------------------------------------
+# SELECT with an untyped selector: the data decides (docs/spec.md#select)
+# --------------------------------------------------------------------------
+
+
+def _select_loss(logits: AxisType) -> Program:
+    """``F.cross_entropy(x0, s0)``: logits ``logits``@tp (I on dp), labels a plain torch.Tensor, the same on
+    every rank; the loss is backpropagated as it is."""
+    x, labels = Value("x0", (2, 4), (I, logits)), Selector("s0", (2,), 4, (False, False))
+    loss = Value("t0", (), (I, logits))
+    return Program((x,), (Local(loss, "F.cross_entropy(x0, s0)", ("x0", "s0")),), loss, frozenset(), (labels,))
+
+
+def test_a_select_with_an_untyped_selector_is_judged_by_its_data(mesh: object, workdir: Path, tmp_path: Path) -> None:
+    """Logits R on tp give an R loss, its gradient counted tp times: the checker reports it (it once let
+    the unknown labels make the loss unknown), the reference sees it; with I logits both accept."""
+    wrong, right = _select_loss(R), _select_loss(I)
+    run = check_batch([wrong, right], workdir / "select", workdir / "cache")
+    assert not run.crashed, run.output
+    [wrong_verdict, right_verdict] = run.files.values()
+    assert wrong_verdict.codes == {core.Code.BACKWARD.value}, wrong_verdict.errors
+    assert right_verdict.accepted, right_verdict.errors
+    assert _judge_unchecked(wrong, mesh, tmp_path / "wrong")
+    assert _judge_unchecked(right, mesh, tmp_path / "right") == []

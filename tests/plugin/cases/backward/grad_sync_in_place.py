@@ -1,4 +1,5 @@
-"""all_reduce_, the in-place sync: on a parameter's .grad or an untyped tensor; not on another typed one."""
+"""all_reduce_, the in-place sync: on a parameter's .grad (or a local bound to it) or an untyped tensor; not on
+another typed one."""
 import torch
 
 import spmd_stubs as spmd
@@ -28,9 +29,12 @@ def typed_local(h: Tensor[P@tp]) -> Tensor[R@tp]:
 
 
 def aliased_gradient(p: Tensor[R@dp]) -> None:
+    """A local bound to p.grad is the same buffer (backward/grad_sync_alias.py)."""
     assert p.grad is not None
     g = p.grad
-    spmd.all_reduce_(g, dp, src=P, dst=R)  # E: spmd-inplace
+    spmd.all_reduce_(g, dp, src=P, dst=R)
+    copied = p.grad.clone()
+    spmd.all_reduce_(copied, dp, src=P, dst=R)  # E: spmd-inplace
 
 
 class Accumulator:

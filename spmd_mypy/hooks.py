@@ -38,7 +38,6 @@ from spmd_mypy import (
     wrappers,
 )
 from spmd_mypy.annotations import analyze_spmd_tensor, shard_outside_tensor
-from spmd_mypy.group_types import add_axis_parameter, analyze_group
 from spmd_mypy.config import Config
 from spmd_mypy.configurations import unset_flags
 from spmd_mypy.fullnames import (
@@ -73,6 +72,7 @@ from spmd_mypy.fullnames import (
     TO_LOCAL,
 )
 from spmd_mypy.global_mode import boundaries, refine
+from spmd_mypy.group_types import add_axis_parameter, analyze_group
 from spmd_mypy.representation import add_hidden_parameter
 from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES
 

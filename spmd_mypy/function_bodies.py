@@ -51,8 +51,8 @@ from spmd_mypy.representation import (
     union_of,
     with_spmd,
 )
-from spmd_mypy.trivial_axes import may_test_size, trivial_axes_at
 from spmd_mypy.transitions import Request, apply
+from spmd_mypy.trivial_axes import may_test_size, trivial_axes_at
 from spmd_mypy.wrappers import wrapped_value
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, Shard, SpmdTypeError, Varying

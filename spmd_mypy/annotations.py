@@ -101,9 +101,11 @@ def axis_name_of(node: SymbolNode | None, written: str) -> str:
     """The mesh axis a name refers to: a ``MeshAxis`` subclass, named by its class name."""
     if isinstance(node, TypeInfo) and node.fullname != MESH_AXIS and node.has_base(MESH_AXIS):
         return node.name
+    name = written.rpartition(".")[2]
+    declare = f"`class {name}(MeshAxis): ...`" if name.isidentifier() else "`class NAME(MeshAxis): ...`"
     raise AnnotationError(
-        f"{written!r} is not a mesh axis: import one from spmd_stubs.axes (dp, tp, cp, ep, pp) "
-        f"or declare it with `class {written.rpartition('.')[2]}(MeshAxis): ...`"
+        f"{written!r} is not a mesh axis: import one from spmd_stubs.axes (dp, tp, cp, ep, pp) or declare it with "
+        f"{declare}"
     )
 
 

@@ -20,9 +20,11 @@ A group names an axis, for certain, where
   get_tensor_model_parallel_group()``), an attribute of an autograd
   Function's ``ctx`` or of ``self`` every assignment of which in the class
   does (``ctx.group = group`` in ``forward``, read in ``backward``), a
-  parameter by its declared type.
+  parameter by its declared type, else by what every call of its function
+  in the module passes it (``Fn.apply(x, tp_group)``).
 
-Anything else names no axis: a parameter typed ``ProcessGroup``, a
+Anything else names no axis: a parameter typed ``ProcessGroup`` that no
+call in the module passes a group naming an axis, a
 flattened ``group_of((dp, cp))``, a mesh dim given by number.
 """
 
@@ -31,6 +33,9 @@ from __future__ import annotations
 from typing import Callable
 
 from mypy.nodes import (
+    ARG_NAMED,
+    ARG_POS,
+    FUNC_NO_INFO,
     AssignmentStmt,
     CallExpr,
     Decorator,
@@ -50,6 +55,7 @@ from mypy.nodes import (
     Var,
 )
 from mypy.plugin import FunctionContext, MethodContext
+from mypy.server.subexpr import get_subexpressions
 from mypy.types import CallableType, Type
 from mypy.util import correct_relative_import
 
@@ -58,10 +64,10 @@ from spmd_mypy.config import AxisNames
 from spmd_mypy.fullnames import GROUP_OF
 from spmd_mypy.group_types import axis_of_type, typed_group
 from spmd_mypy.representation import typed_tensors_in
-from spmd_mypy.statements import statements_in
+from spmd_mypy.statements import functions_in, statements_in
 
 __all__ = ["axis_of_group", "declaration_for", "followed", "group_axis", "group_call_hook", "group_of_hook",
-           "mesh_group_hook", "named_for"]
+           "mesh_group_hook", "named_for", "passed_to"]
 
 _MESH_DIM = "mesh_dim"
 _GROUP_WORDS = frozenset({"group", "pg"})
@@ -83,7 +89,7 @@ def axis_of_group(group: Expression, declared: AxisNames, tree: MypyFile, group_
             return named_for(expr.name, scope, _GROUP_WORDS)
         return named
 
-    return names(group) or followed(group, scope, names)
+    return names(group) or followed(group, scope, names, tree)
 
 
 def named_for(name: str, function: FuncItem, words: frozenset[str]) -> str | None:
@@ -117,28 +123,85 @@ def named_axis(group: Expression, declared: AxisNames, tree: MypyFile) -> str | 
     return declared_axis or _mesh_lookup(group) or _group_of(group)
 
 
-def followed(expr: Expression, scope: FuncItem, names: Callable[[Expression], str | None],
+def followed(expr: Expression, scope: FuncItem, names: Callable[[Expression], str | None], tree: MypyFile | None = None,
              depth: int = _FOLLOW_DEPTH) -> str | None:
-    """The axis ``expr`` (in the function ``scope``) has by what is assigned to it (module docstring).
+    """The axis ``expr`` (in the function ``scope`` of the module ``tree``) has by what is assigned to it
+    (module docstring).
 
     ``names`` says what an expression names by itself.  Every assignment
     must name the same axis: one that names none (``group =
-    _get_default_group()``) leaves the name unknown.
+    _get_default_group()``) leaves the name unknown.  A parameter is what
+    its declared type says, else what every call in ``tree`` passes it
+    (:func:`passed_to`).
     """
     if depth == 0:
         return None
     if isinstance(expr, NameExpr) and isinstance(expr.node, Var):
         if _is_parameter(scope, expr.name):
-            return _declared_parameter(scope, expr.name)
-        sources = [(rvalue, scope) for rvalue in _assigned(scope, lambda target: isinstance(target, NameExpr)
-                                                           and target.name == expr.name)]
+            declared = _declared_parameter(scope, expr.name)
+            if declared is not None or tree is None:
+                return declared
+            sources = passed_to(scope, expr.name, tree)
+        else:
+            sources = [(rvalue, scope) for rvalue in _assigned(scope, lambda target: isinstance(target, NameExpr)
+                                                               and target.name == expr.name)]
     elif isinstance(expr, MemberExpr) and isinstance(expr.expr, NameExpr) and _owner_argument(scope, expr.expr.name):
         sources = [(rvalue, method) for method in _methods(scope)
                    for rvalue in _assigned(method, lambda target: _is_attribute(target, method, expr.name))]
     else:
         return None
-    axes = {names(rvalue) or followed(rvalue, method, names, depth - 1) for rvalue, method in sources}
+    axes = {names(value) or (followed(value, where, names, tree, depth - 1) if where is not None else None)
+            for value, where in sources}
     return axes.pop() if len(axes) == 1 else None
+
+
+def passed_to(function: FuncItem, name: str, tree: MypyFile) -> list[tuple[Expression, FuncItem | None]]:
+    """What every call of ``function`` in ``tree`` passes its parameter ``name``, each with the function the
+    call is in (None at module level): ``f(x, g)``, ``Fn.apply(x, g)`` for a Function's ``forward``,
+    ``self.f(x, g)`` in its class.  Empty where a call leaves it to its default, or where there is no call."""
+    index = next(i for i, argument in enumerate(function.arguments) if argument.variable.name == name)
+    innermost_first = [found.node for found in reversed(list(functions_in(tree.defs)))]
+    seen: set[int] = set()
+    passed: list[tuple[Expression, FuncItem | None]] = []
+    for scope, node in [*((f, f) for f in innermost_first), (None, tree)]:
+        for call in get_subexpressions(node):
+            if not isinstance(call, CallExpr) or id(call) in seen:
+                continue
+            seen.add(id(call))
+            skipped = _parameters_not_passed(call, function, scope)
+            if skipped is None:
+                continue
+            argument = _argument(call, index - skipped, name)
+            if argument is None:
+                return []
+            passed.append((argument, scope))
+    return passed
+
+
+def _parameters_not_passed(call: CallExpr, function: FuncItem, scope: FuncItem | None) -> int | None:
+    """How many leading parameters of ``function`` a ``call`` of it (in ``scope``) leaves out (``self``,
+    ``ctx``); None where ``call`` does not call ``function``."""
+    callee = call.callee
+    node = callee.node if isinstance(callee, RefExpr) else None
+    if node is function or (isinstance(node, Decorator) and node.func is function):
+        return 0
+    if not isinstance(callee, MemberExpr):
+        return None
+    owner = _class_of(function)
+    receiver = callee.expr.node if isinstance(callee.expr, RefExpr) else None
+    if callee.name == "apply" and function.name == "forward" and owner is not None and receiver is owner:
+        return 1
+    on_self = (isinstance(callee.expr, NameExpr) and callee.expr.name == "self" and scope is not None
+               and _class_of(scope) is owner)
+    return 1 if on_self and callee.name == function.name and owner is not None else None
+
+
+def _argument(call: CallExpr, position: int, name: str) -> Expression | None:
+    """The argument ``call`` passes to the parameter at ``position`` named ``name``; None where it passes none."""
+    for index, (argument, kind, keyword) in enumerate(zip(call.args, call.arg_kinds, call.arg_names)):
+        if (kind == ARG_POS and index == position) or (kind == ARG_NAMED and keyword == name):
+            return argument
+    return None
 
 
 def _is_parameter(function: FuncItem, name: str) -> bool:
@@ -179,7 +242,7 @@ def _methods(function: FuncItem) -> list[FuncItem]:
 
 def _class_of(function: FuncItem) -> TypeInfo | None:
     info = getattr(function, "info", None)
-    return info if isinstance(info, TypeInfo) and info.names else None
+    return info if isinstance(info, TypeInfo) and info is not FUNC_NO_INFO else None
 
 
 def group_call_hook(axis: str) -> Callable[[FunctionContext | MethodContext], Type]:

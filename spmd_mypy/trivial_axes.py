@@ -130,5 +130,5 @@ def _axis_of_size(size: Expression, function: FuncItem, checker: TypeChecker, se
             return of_group(expr.args[0])
         return settings.sizes.of_function(fullname) if fullname is not None else None
 
-    return names(size) or followed(size, function, names)
+    return names(size) or followed(size, function, names, tree)
 

@@ -111,3 +111,47 @@ class ReduceOverAnotherAxis(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_output: Tensor[I@tp]) -> Tensor[R@tp]:
         return grad_output
+
+
+class ReduceFedByItsCalls(torch.autograd.Function):
+    """A group parameter typed ``ProcessGroup``: every call in the module passes the group of tp."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor[P@tp], group: dist.ProcessGroup) -> Tensor[I@tp]:
+        dist.all_reduce(x, group=group)
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: Tensor[I@tp]) -> tuple[Tensor[R@tp], None]:
+        return grad_output, None
+
+
+class ReduceFedTwoAxes(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor[P@tp], group: dist.ProcessGroup) -> Tensor[I@tp]:
+        dist.all_reduce(x, group=group)
+        return x  # E: return-value got "Tensor[P@tp]", expected "Tensor[I@tp]"
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: Tensor[I@tp]) -> tuple[Tensor[R@tp], None]:
+        return grad_output, None
+
+
+def reduce_from_tensor_model_parallel_region(x: Tensor[P@tp]) -> Tensor[I@tp]:
+    return ReduceFedByItsCalls.apply(x, spmd.group_of(tp))
+
+
+def callers_disagree(x: Tensor[P@tp]) -> None:
+    ReduceFedTwoAxes.apply(x, spmd.group_of(tp))
+    ReduceFedTwoAxes.apply(x, spmd.group_of(dp))
+
+
+def _reduce(input_: Tensor[P@tp], group: dist.ProcessGroup) -> Tensor[I@tp]:
+    """megatron's _reduce: its world-size-1 bypass, its group from its one caller."""
+    if group.size() == 1:
+        return input_
+    return input_  # E: return-value got "Tensor[P@tp]", expected "Tensor[I@tp]"
+
+
+def reduce_through_a_helper(x: Tensor[P@tp]) -> Tensor[I@tp]:
+    return _reduce(x, group=spmd.group_of(tp))

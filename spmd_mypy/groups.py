@@ -30,19 +30,22 @@ flattened ``group_of((dp, cp))``, a mesh dim given by number.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 from mypy.nodes import (
     ARG_NAMED,
     ARG_POS,
     FUNC_NO_INFO,
     AssignmentStmt,
+    Block,
     CallExpr,
+    ComparisonExpr,
     Decorator,
     Expression,
     FuncBase,
     FuncDef,
     FuncItem,
+    IfStmt,
     Import,
     ImportFrom,
     IndexExpr,
@@ -50,6 +53,7 @@ from mypy.nodes import (
     MypyFile,
     NameExpr,
     RefExpr,
+    Statement,
     StrExpr,
     TypeInfo,
     Var,
@@ -64,7 +68,7 @@ from spmd_mypy.config import AxisNames
 from spmd_mypy.fullnames import GROUP_OF
 from spmd_mypy.group_types import axis_of_type, typed_group
 from spmd_mypy.representation import typed_tensors_in
-from spmd_mypy.statements import functions_in, statements_in
+from spmd_mypy.statements import functions_in, nested_blocks
 
 __all__ = ["axis_of_group", "declaration_for", "followed", "group_axis", "group_call_hook", "group_of_hook",
            "mesh_group_hook", "named_for", "passed_to"]
@@ -128,30 +132,34 @@ def followed(expr: Expression, scope: FuncItem, names: Callable[[Expression], st
     """The axis ``expr`` (in the function ``scope`` of the module ``tree``) has by what is assigned to it
     (module docstring).
 
-    ``names`` says what an expression names by itself.  Every assignment
-    must name the same axis: one that names none (``group =
-    _get_default_group()``) leaves the name unknown.  A parameter is what
-    its declared type says, else what every call in ``tree`` passes it
+    ``names`` says what an expression names by itself.  Every source must
+    name the same axis: an assignment that names none (``group =
+    new_group(ranks)``) leaves the name unknown.  A parameter's first
+    source is its declared type, else what every call in ``tree`` passes it
     (:func:`passed_to`).
     """
     if depth == 0:
         return None
+    axes: set[str | None] = set()
     if isinstance(expr, NameExpr) and isinstance(expr.node, Var):
+        sources = [(rvalue, scope) for rvalue in _assigned(scope, lambda target: isinstance(target, NameExpr)
+                                                           and target.name == expr.name)]
         if _is_parameter(scope, expr.name):
             declared = _declared_parameter(scope, expr.name)
-            if declared is not None or tree is None:
-                return declared
-            sources = passed_to(scope, expr.name, tree)
-        else:
-            sources = [(rvalue, scope) for rvalue in _assigned(scope, lambda target: isinstance(target, NameExpr)
-                                                               and target.name == expr.name)]
+            if declared is not None:
+                axes.add(declared)
+            else:
+                passed = passed_to(scope, expr.name, tree) if tree is not None else []
+                if not passed:
+                    return None
+                sources += passed
     elif isinstance(expr, MemberExpr) and isinstance(expr.expr, NameExpr) and _owner_argument(scope, expr.expr.name):
         sources = [(rvalue, method) for method in _methods(scope)
                    for rvalue in _assigned(method, lambda target: _is_attribute(target, method, expr.name))]
     else:
         return None
-    axes = {names(value) or (followed(value, where, names, tree, depth - 1) if where is not None else None)
-            for value, where in sources}
+    axes.update(names(value) or (followed(value, where, names, tree, depth - 1) if where is not None else None)
+                for value, where in sources)
     return axes.pop() if len(axes) == 1 else None
 
 
@@ -217,9 +225,32 @@ def _declared_parameter(function: FuncItem, name: str) -> str | None:
 
 
 def _assigned(function: FuncItem, target_is: Callable[[Expression], bool]) -> list[Expression]:
-    """The values assigned in ``function``'s body (not nested functions) to a target ``target_is``."""
-    return [statement.rvalue for statement in statements_in(function.body) if isinstance(statement, AssignmentStmt)
+    """The values assigned in ``function``'s body (not nested functions) to a target ``target_is``, except
+    where they cannot be the group a collective gets (:func:`_may_run`)."""
+    return [statement.rvalue for statement in _may_run(function.body) if isinstance(statement, AssignmentStmt)
             for target in statement.lvalues if target_is(target)]
+
+
+def _may_run(block: Block) -> Iterator[Statement]:
+    """The statements of ``block`` and the blocks in it, less those in a branch mypy will not check
+    (a configuration rules it out: :mod:`spmd_mypy.configurations.pruning`) and those under ``if group is
+    None:``, the fallback to the default group for a ``None`` the types rule out (a ``Group[tp] | None``
+    is read as the group of ``tp``: docs/spec.md#process-groups)."""
+    if block.is_unreachable:
+        return
+    for statement in block.body:
+        yield statement
+        blocks = nested_blocks(statement)
+        if isinstance(statement, IfStmt) and _tests_none(statement.expr[0]):
+            blocks = blocks[1:]
+        for inner in blocks:
+            yield from _may_run(inner)
+
+
+def _tests_none(test: Expression) -> bool:
+    """``NAME is None`` (the body runs only where the value is None)."""
+    return (isinstance(test, ComparisonExpr) and test.operators == ["is"] and isinstance(test.operands[1], NameExpr)
+            and test.operands[1].fullname == "builtins.None")
 
 
 def _owner_argument(function: FuncItem, name: str) -> bool:

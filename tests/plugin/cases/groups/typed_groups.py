@@ -155,3 +155,33 @@ def _reduce(input_: Tensor[P@tp], group: dist.ProcessGroup) -> Tensor[I@tp]:
 
 def reduce_through_a_helper(x: Tensor[P@tp]) -> Tensor[I@tp]:
     return _reduce(x, group=spmd.group_of(tp))
+
+
+class CopyWithADefaultGroup(torch.autograd.Function):
+    """nanotron's backward: the group read from ctx, the default group its fallback for a None the types rule out."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor[I@tp], group: Group[tp]) -> Tensor[R@tp]:
+        ctx.group = group
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor[P@tp]) -> tuple[Tensor[I@tp], None]:
+        group = ctx.group
+        if group is None:
+            group = dist.distributed_c10d._get_default_group()
+        dist.all_reduce(grad, group=group)
+        return grad, None
+
+
+class ReboundToAnotherGroup(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor[P@tp], group: Group[tp]) -> Tensor[I@tp]:
+        ctx.group = group
+        ctx.group = dist.new_group([0])
+        dist.all_reduce(x, group=ctx.group)
+        return x  # E: return-value got "Tensor[P@tp]", expected "Tensor[I@tp]"
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor[I@tp]) -> tuple[Tensor[R@tp], None]:
+        return grad, None

@@ -35,6 +35,9 @@ def print_report(report: Report, seconds: float) -> None:
           f"runtime errors on accepted programs: {len(report.accepted_runtime_errors)}")
     print(f"mypy crashes: {len(report.mypy_crashes)}; checker vs algebra prediction disagreements: {len(report.disagreements)}")
     print(f"rejected: {report.programs - report.accepted}")
+    print(f"\n{'helper call':<26} {'accepted':>9} {'rejected':>9} {'rejected, wrong gradients':>26}")
+    for kind in sorted(report.accepted_calls | report.rejected_calls):
+        print(f"{kind:<26} {report.accepted_calls[kind]:>9} {report.rejected_calls[kind]:>9} {report.rejected_calls_wrong[kind]:>26}")
     print(f"\n{'error code':<26} {'programs':>9} {'refused at runtime':>19} {'wrong gradients':>16} {'right anyway':>13} {'wrong / ran':>12}")
     for code, n in report.rejected.most_common():
         refused, wrong = report.rejected_refused[code], report.rejected_wrong[code]
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     report = Report()
-    drawn = draw(args.programs, args.seed)
+    drawn = draw(args.programs, args.seed, helpers=True)
     with tempfile.TemporaryDirectory(prefix="spmd_soundness_") as tmp, simulated_world() as mesh:
         for first in range(0, len(drawn), args.batch):
             batch = drawn[first : first + args.batch]

@@ -31,6 +31,7 @@ from typing import Callable, Optional, Union
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+from spmd_calls import Helper
 
 from spmd_stubs import core
 from spmd_stubs.core import Apply, Arg, AxisType, Kind, Linearity, SpmdTypeError
@@ -88,7 +89,30 @@ class Comm:
         return f"spmd.{self.op}({self.arg}, {self.axis}, src={self.src}, dst={self.dst}{flag})"
 
 
-Statement = Union[Local, Comm]
+@dataclass(frozen=True)
+class Call:
+    """``target = <helper>(arg)``: a module-level helper (:mod:`spmd_calls`), written before the program.
+
+    ``group_axis`` is the axis whose group a Function with a group is passed
+    (its own axis, or in a wild program the other one); the body reduces over it.
+    """
+
+    target: Value
+    helper: Helper
+    arg: str
+    group_axis: Optional[str] = None
+
+    @property
+    def expression(self) -> str:
+        return self.helper.call(self.arg, self.group_axis)
+
+    @property
+    def reduced_axis(self) -> Optional[str]:
+        """The axis the call all-reduces at run time."""
+        return self.group_axis if self.helper.group else self.helper.reduce
+
+
+Statement = Union[Local, Comm, Call]
 
 
 @dataclass(frozen=True)
@@ -126,13 +150,21 @@ def to_source(program: Program, name: str = "program") -> str:
     params = ", ".join([f"{v.name}: {_annotation(v.types)}" for v in program.inputs]
                        + [f"{s.name}: torch.Tensor" for s in program.selectors])
     lines = [
+        "from typing import Any",
+        "",
         "import torch",
+        "import torch.distributed as dist",
         "import torch.nn.functional as F",
         "",
         "import spmd_stubs as spmd",
-        "from spmd_stubs import I, P, R, S, Tensor, V",
+        "from spmd_stubs import Group, I, P, R, S, Tensor, V",
         "from spmd_stubs.axes import dp, tp",
         "",
+    ]
+    for statement in program.body:
+        if isinstance(statement, Call):
+            lines += ["", statement.helper.source()]
+    lines += [
         "",
         f"def {name}({params}) -> None:",
     ]
@@ -432,6 +464,58 @@ def _local_candidate(op: OpSpec, operands: list[Value], shape: Shape, wild: bool
 
 
 # --------------------------------------------------------------------------
+# Calls of module-level helpers (spmd_calls): V passed as P, groups, axes of size 1
+# --------------------------------------------------------------------------
+
+_PASSED_AS_P = (Kind.V, Kind.P)
+"""What a parameter declared P accepts: a V or S(i) is the implicit reinterpret(V,P)."""
+
+
+def _call_candidate(draw: st.DrawFn, value: Value, number: int, wild: bool) -> Optional[Candidate]:
+    """A call of a new helper on ``value``: declared P on some axes, the argument's types (or nothing)
+    on the others. Tame: P only where ``value`` is V, S(i) or P; wild: anywhere (R or I there is
+    ``arg-type``), the group of the other axis (``arg-type``), the size of the other axis (``return-value``)."""
+    accepted = [a for a, t in enumerate(value.types) if t.kind in _PASSED_AS_P]
+    allowed = list(range(len(AXES))) if wild else accepted
+    if not allowed:
+        return None
+    reduce = draw(st.sampled_from([None, *allowed]))
+    partial = {reduce} if reduce is not None else set(draw(st.sets(st.sampled_from(allowed), min_size=1)))
+    autograd, group = draw(st.booleans()), False
+    size_one: Optional[str] = None
+    codes = {"arg-type"} if partial - set(accepted) else set()
+    group_axis: Optional[str] = None
+    if reduce is not None:
+        group = autograd = autograd and draw(st.booleans())
+        if draw(st.booleans()):
+            size_one = _maybe_other(draw, reduce, wild, codes, "return-value")
+        if group:
+            group_axis = _maybe_other(draw, reduce, wild, codes, "arg-type")
+    param, result, types = [], [], []
+    for a, (axis, t) in enumerate(zip(AXES, value.types)):
+        declared = AxisType(Kind.P) if a in partial else t
+        out = AxisType(Kind.I) if a == reduce else declared
+        if a in partial or draw(st.booleans()):
+            param.append((axis, declared))
+            result.append((axis, out))
+        types.append(out)
+    stem = ("all_reduce" if reduce is not None else "as_partial") + f"_{number}"
+    name = "_" + (stem.title().replace("_", "") if autograd else stem)
+    helper = Helper(name, tuple(param), tuple(result), autograd, None if reduce is None else AXES[reduce], group, size_one)
+    target_types = tuple(types)
+    return Candidate(lambda target: Call(Value(target, value.shape, target_types), helper, value.name, group_axis),
+                     frozenset(codes))
+
+
+def _maybe_other(draw: st.DrawFn, axis_index: int, wild: bool, codes: set[str], code: str) -> str:
+    """``AXES[axis_index]``, or in a wild program sometimes the other axis (adding ``code``)."""
+    if wild and draw(st.integers(0, 2)) == 0:
+        codes.add(code)
+        return AXES[1 - axis_index]
+    return AXES[axis_index]
+
+
+# --------------------------------------------------------------------------
 # The strategy
 # --------------------------------------------------------------------------
 
@@ -447,8 +531,13 @@ def input_values(draw: st.DrawFn, index: int) -> Value:
 
 
 @st.composite
-def programs(draw: st.DrawFn, max_steps: int = 6) -> Program:
-    """A typed program; about one in three is wild (may contain type errors)."""
+def programs(draw: st.DrawFn, max_steps: int = 6, helpers: bool = False) -> Program:
+    """A typed program; about one in three is wild (may contain type errors).
+
+    ``helpers``: some steps call module-level helpers (:class:`Call`). Off, the
+    draws are those of the programs before helpers existed (the hint harness,
+    which reads a program back from its body alone, draws those).
+    """
     wild = draw(st.integers(0, 2)) == 2
     inputs = [draw(input_values(i)) for i in range(draw(st.integers(1, 3)))]
     pool: list[Value] = list(inputs)
@@ -478,7 +567,11 @@ def programs(draw: st.DrawFn, max_steps: int = 6) -> Program:
             step(candidates)
 
     for _ in range(draw(st.integers(0, max_steps))):
-        if draw(st.integers(0, 4)) == 0:
+        if helpers and draw(st.integers(0, 4)) == 0:
+            call = _call_candidate(draw, draw(st.sampled_from(pool)), len(body), wild)
+            if call is not None:
+                step([call])
+        elif draw(st.integers(0, 4)) == 0:
             select(draw(st.sampled_from(pool)))
         elif draw(st.booleans()):
             step(_local_candidates(pool, wild))
@@ -527,14 +620,14 @@ def _loss_codes(loss: Value) -> frozenset[str]:
     return frozenset({core.Code.BACKWARD.value}) if bad else frozenset()
 
 
-def draw(count: int, seed_value: int) -> list[Program]:
+def draw(count: int, seed_value: int, helpers: bool = False) -> list[Program]:
     """``count`` programs drawn by hypothesis from ``seed_value`` (the same ones every time; no
-    shrinking: a script or test judges them itself)."""
+    shrinking: a script or test judges them itself); ``helpers`` as for :func:`programs`."""
     drawn: list[Program] = []
 
     @seed(seed_value)
     @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(programs())
+    @given(programs(helpers=helpers))
     def keep(program: Program) -> None:
         drawn.append(program)
 

@@ -24,9 +24,9 @@ from typing import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
-from spmd_programs import AXES, AXIS_SIZE, Comm, Local, Program, Selector, Types, Value
+from spmd_programs import AXES, AXIS_SIZE, Call, Comm, Local, Program, Selector, Types, Value
 
-from spmd_stubs.core import AxisType, Kind
+from spmd_stubs.core import AxisType, Invariant, Kind, Partial
 
 Coord = tuple[int, ...]
 """A rank's coordinate on the mesh, one index per axis of ``AXES`` (dp outer)."""
@@ -230,6 +230,15 @@ def _apply_comm(statement: Comm, grid: Grid) -> Grid:
     return out
 
 
+def _apply_call(statement: Call, grid: Grid) -> Grid:
+    """A helper's call: ``reinterpret(V,P)`` where it declares P (each rank's value as it is), then the
+    all-reduce of its body over the axis it reduces at run time; a size-1 bypass never runs on this mesh."""
+    axis = statement.reduced_axis
+    if axis is None:
+        return dict(grid)
+    return _apply_comm(Comm(statement.target, "all_reduce", statement.arg, axis, Partial, Invariant, False), grid)
+
+
 def _apply_local(statement: Local, env: dict[str, Grid]) -> Grid:
     """The same source expression the program runs, evaluated on each rank's tensors."""
     namespace: dict[str, object] = {"torch": torch, "F": F}
@@ -254,6 +263,8 @@ def run(program: Program, leaves: Leaves, inputs: Inputs) -> Grid:
     for statement in program.body:
         if isinstance(statement, Comm):
             env[statement.target.name] = _apply_comm(statement, env[statement.arg])
+        elif isinstance(statement, Call):
+            env[statement.target.name] = _apply_call(statement, env[statement.arg])
         else:
             env[statement.target.name] = _apply_local(statement, env)
     return env[program.loss.name]

@@ -27,7 +27,7 @@ from typing import Iterator, Optional
 import torch
 import torch.distributed as dist
 from mypy_batch import REPO, FileErrors, MypyRun, run_mypy, write_config
-from spmd_programs import Local, Program, to_source
+from spmd_programs import Call, Local, Program, to_source
 from spmd_reference import Inputs, expected_pairs, random_inputs, rank_parts, reference_gradients, selector_parts
 
 RUNTIME_TESTS = REPO / "tests" / "runtime"
@@ -165,6 +165,11 @@ class Report:
     """Accepted programs with an operand that carries no gradient (a detached value, a mask)."""
     accepted_with_unknown_selector: int = 0
     """Accepted programs with a SELECT op whose selector is untyped (docs/spec.md#select)."""
+    accepted_calls: Counter[str] = field(default_factory=Counter)
+    """Accepted programs per kind of helper call they make (:func:`call_kinds`)."""
+    rejected_calls: Counter[str] = field(default_factory=Counter)
+    rejected_calls_wrong: Counter[str] = field(default_factory=Counter)
+    """Rejected programs per kind of helper call, and those of them that run with wrong gradients."""
     accepted_runtime_errors: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
     rejected: Counter[str] = field(default_factory=Counter)
@@ -182,6 +187,13 @@ def rules_verdicts(programs: list[Program], directory: Path) -> dict[Path, FileE
     """
     paths = write_batch(programs, directory)
     return {path: FileErrors(sorted(p.predicted), set(p.predicted)) for path, p in zip(paths, programs)}
+
+
+def call_kinds(program: Program) -> set[str]:
+    """The kinds of helper call a program makes (``Helper.kind``), and ``size_one_bypass`` when a
+    helper tests an axis's size."""
+    helpers = [s.helper for s in program.body if isinstance(s, Call)]
+    return {h.kind for h in helpers} | ({"size_one_bypass"} if any(h.size_one for h in helpers) else set())
 
 
 def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mesh: object, seed: int, report: Report, checker: str = "mypy") -> None:
@@ -206,6 +218,7 @@ def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mes
             report.accepted_without_gradients += any(
                 isinstance(s, Local) and s.op_constants for s in program.body)
             report.accepted_with_unknown_selector += bool(program.selectors)
+            report.accepted_calls.update(call_kinds(program))
             if outcome.error is not None:
                 report.accepted_runtime_errors.append(_describe(program, verdict, outcome.error))
             else:
@@ -213,11 +226,15 @@ def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mes
                 if problems:
                     report.mismatches.append(_describe(program, verdict, "\n".join(problems)))
             continue
+        wrong = outcome.error is None and bool(judge(program, outcome, inputs))
+        report.rejected_calls.update(call_kinds(program))
+        if wrong:
+            report.rejected_calls_wrong.update(call_kinds(program))
         for code in verdict.codes:
             report.rejected[code] += 1
             if outcome.error is not None:
                 report.rejected_refused[code] += 1
-            elif judge(program, outcome, inputs):
+            elif wrong:
                 report.rejected_wrong[code] += 1
 
 

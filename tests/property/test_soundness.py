@@ -38,7 +38,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(batch=st.lists(programs(), min_size=BATCH, max_size=BATCH))
+@given(batch=st.lists(programs(helpers=True), min_size=BATCH, max_size=BATCH))
 def test_accepted_programs_compute_correct_gradients(batch: list[Program], mesh: object, workdir: Path) -> None:
     report = Report()
     process_batch(batch, workdir / "batch", workdir / "cache", mesh, seed=0, report=report)

@@ -244,8 +244,9 @@ CLASS_ATTRIBUTES = HookTable(rules=(
 
 
 def _spmd_tensor(_name: str, settings: Config) -> Hook:
-    """Strict mode wraps the boundaries of every module that writes an SPMD type."""
-    return after_analysis(analyze_spmd_tensor, settings) if settings.strict else analyze_spmd_tensor
+    """A module that writes an SPMD type has its returns wrapped where they may be judged (a function that
+    tests an axis's size) and, in strict mode, its boundaries."""
+    return after_analysis(analyze_spmd_tensor, settings)
 
 
 TYPE_ANALYSES = HookTable(exact={SPMD_TENSOR: _spmd_tensor, SPMD_GROUP: always(analyze_group),

@@ -91,6 +91,10 @@ class AxisNames:
         """The axis of the group (the size) any ``<expr>.name`` or plain ``name`` holds, if declared."""
         return dict(self.attributes).get(name)
 
+    def short_function_names(self) -> set[str]:
+        """The declared functions' own names (``get_tensor_model_parallel_world_size``), as a call may spell them."""
+        return {fullname.rpartition(".")[2] for fullname, _ in self.functions}
+
     def as_dict(self) -> dict[str, str]:
         """The declaration as written (``*.attr`` keys for attributes), in JSON's types (mypy's cache)."""
         return {**dict(self.functions), **{f"*.{name}": axis for name, axis in self.attributes}}

@@ -155,7 +155,7 @@ def _destination(dst: AxisType, method: FuncItem | None, axis: str) -> AxisType:
 # Returns: the value as declared where a reinterpretation relates them
 # --------------------------------------------------------------------------
 
-def wraps_returns(function: FuncDef) -> bool:
+def wraps_returns(function: FuncDef, sizes: AxisNames) -> bool:
     """Whether ``function``'s returned values are judged by :func:`returned_hook` (:mod:`spmd_mypy.wrappers`):
     its declared result has SPMD types, and it is a Function's ``forward``/``backward`` or it may test an
     axis's size (:func:`spmd_mypy.trivial_axes.may_test_size`)."""
@@ -164,7 +164,7 @@ def wraps_returns(function: FuncDef) -> bool:
     owner = function.info
     in_body = function.name in BODIES and owner is not None and owner is not FUNC_NO_INFO and owner.has_base(
         AUTOGRAD_FUNCTION)
-    return in_body or may_test_size(function)
+    return in_body or may_test_size(function, sizes)
 
 
 def returned_hook(settings: Config) -> Callable[[FunctionContext], Type]:

@@ -24,6 +24,8 @@ other statements in the branch are checked as everywhere.
 
 from __future__ import annotations
 
+import re
+
 from mypy.checker import TypeChecker
 from mypy.nodes import (
     Block,
@@ -38,8 +40,9 @@ from mypy.nodes import (
     OpExpr,
     ReturnStmt,
 )
+from mypy.server.subexpr import get_subexpressions
 
-from spmd_mypy.config import Config
+from spmd_mypy.config import AxisNames, Config
 from spmd_mypy.groups import axis_of_group, followed, function_name, named_for
 from spmd_mypy.statements import statements_in
 
@@ -49,13 +52,22 @@ _ONE_RANK = {("==", 1), ("<=", 1), ("<", 2)}
 _MORE_RANKS = {("!=", 1), (">", 1), (">=", 2)}
 """``SIZE op n`` tests false exactly when the axis has one rank."""
 _SIZE_WORDS = frozenset({"size"})
+_SIZE_NAME = re.compile("size|world", re.IGNORECASE)
 _MIRRORED = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
-def may_test_size(function: FuncItem) -> bool:
-    """Whether ``function`` has an ``if`` comparing something with 1 or 2 (cheap: read before any types)."""
-    return any(isinstance(statement, IfStmt) and any(_compared_with_int(test) for test in statement.expr)
+def may_test_size(function: FuncItem, sizes: AxisNames) -> bool:
+    """Whether ``function`` has an ``if`` comparing with an int something named like a size (``size`` or
+    ``world`` in a name it reads) or declared one in ``sizes``: read before any types, so cheap."""
+    return any(isinstance(statement, IfStmt) and any(_compared_with_int(test) and _reads_a_size(test, sizes)
+                                                     for test in statement.expr)
                for statement in statements_in(function.body))
+
+
+def _reads_a_size(test: Expression, sizes: AxisNames) -> bool:
+    names = [e.name for e in (test, *get_subexpressions(test)) if isinstance(e, (NameExpr, MemberExpr))]
+    return any(_SIZE_NAME.search(name) or sizes.of_attribute(name) or name in sizes.short_function_names()
+               for name in names)
 
 
 def trivial_axes_at(returned: Expression, function: FuncItem, checker: TypeChecker, settings: Config) -> set[str]:

@@ -95,6 +95,11 @@ def marked(expr: Expression, marker: str) -> bool:
     return isinstance(callee, TempNode) and getattr(get_proper_type(callee.type), "name", None) == marker
 
 
+def unwrapped(expr: Expression) -> Expression:
+    """``expr``, or the expression it wraps where it is a ``<returned>(...)`` wrapper."""
+    return expr.args[0] if marked(expr, RETURNED) and isinstance(expr, CallExpr) else expr
+
+
 def calls_a_value(callee: Expression, owner: TypeInfo | None) -> bool:
     """Whether the callee is a value, which may be ``Any``, rather than a function or a class: (an
     attribute of) a name from an import mypy could not resolve, a variable, or an attribute of ``self``

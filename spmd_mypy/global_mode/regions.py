@@ -35,6 +35,7 @@ from spmd_mypy.annotations import AnnotationError, axes_of
 from spmd_mypy.build_state import state_of
 from spmd_mypy.fullnames import GLOBAL_SPMD, LOCAL_MAP
 from spmd_mypy.statements import Function, blocks_in, functions_in
+from spmd_mypy.wrappers import unwrapped
 
 REGIONS = (GLOBAL_SPMD, LOCAL_MAP)
 NONE: frozenset[str] = frozenset()
@@ -132,7 +133,7 @@ def _scan_returns(func: FuncDef, modes: Modes) -> None:
     for block in blocks_in(func.body):
         for index, statement in enumerate(block.body):
             if isinstance(statement, ReturnStmt) and statement.expr is not None:
-                _record_return(func, statement.expr, block.body[:index], params, modes)
+                _record_return(func, unwrapped(statement.expr), block.body[:index], params, modes)
 
 
 def _record_return(func: FuncDef, returned: Expression, before: list[Statement], params: set[str],

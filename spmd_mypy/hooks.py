@@ -291,7 +291,7 @@ def after_analysis(hook: Hook, settings: Config) -> Hook:
         if isinstance(analyzer, SemanticAnalyzer) and not installed(analyzer.cur_mod_id,
                                                                      analyzer.cur_mod_node.path):
             wrappers.schedule(analyzer, wrappers.Wrapping(
-                returns=lambda function: function_bodies.wraps_returns(function)
+                returns=lambda function: function_bodies.wraps_returns(function, settings.sizes)
                 or (strict and untyped_boundaries.forgets_return(function)),
                 called_values=strict,
                 assigned_to=untyped_boundaries.has_plain_tensor if strict else None,

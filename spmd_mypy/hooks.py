@@ -39,6 +39,7 @@ from spmd_mypy import (
 )
 from spmd_mypy.annotations import analyze_spmd_tensor, shard_outside_tensor
 from spmd_mypy.config import Config
+from spmd_mypy.configurations import members as enum_members
 from spmd_mypy.configurations import unset_flags
 from spmd_mypy.fullnames import (
     ASSERT_TYPE,
@@ -240,6 +241,7 @@ ATTRIBUTES = HookTable(rules=(
 
 CLASS_ATTRIBUTES = HookTable(rules=(
     ("", lambda fullname, _: autograd.apply_attribute if fullname.endswith(".apply") else None),
+    ("", lambda fullname, settings: enum_members.member_hook(fullname, settings.configurations)),
 ))
 
 

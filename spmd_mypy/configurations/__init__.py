@@ -5,6 +5,10 @@ method (``if self.sequence_parallel:``).  The mypy config names sets of
 flag values (``[tool.spmd_mypy.configurations]``, :mod:`.declared`); in a
 run for one configuration the plugin decides every condition on those
 flags before mypy analyses the module (:mod:`.conditions`, :mod:`.pruning`),
+reading a flag by its name, through the module's assignments
+(``self.mode = config.tp_mode``, :mod:`.following`) and, for a flag set to
+an enum member qualified by its class, by that class (a member the class
+lacks is reported, :mod:`.members`),
 so each branch is checked only in the configurations that run it, and a
 type alias chosen by a flag (``Activation = Tensor[S[0, tp]] if
 spmd.flags.sequence_parallel else Tensor[I[tp]]``) is one type per

@@ -20,6 +20,12 @@ semantic analysis:
   The condition stays behind as a statement of its own, so that a flag no
   configuration sets (a typo) is still read, and reported
   (:mod:`spmd_mypy.configurations.unset_flags`).
+
+Each condition is read where it is written (:class:`~.conditions.Place`):
+the flags by name, what the module's assignments make a flag in that
+function (:mod:`.following`), and the names the module gives enum classes.
+A module that names neither a flag nor the class of a flag declared by its
+enum type is left as parsed: nothing in it could be decided.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from mypy.nodes import (
     ConditionalExpr,
     Expression,
     ExpressionStmt,
+    FuncDef,
     IfStmt,
     IndexExpr,
     MemberExpr,
@@ -46,9 +53,11 @@ from mypy.nodes import (
 from mypy.reachability import mark_block_unreachable
 from mypy.server.subexpr import get_subexpressions
 
-from spmd_mypy.configurations.conditions import Flags, truth
-from spmd_mypy.configurations.declared import Configuration, flag_names
-from spmd_mypy.statements import walk
+from spmd_mypy.configurations.conditions import Flags, Place, truth
+from spmd_mypy.configurations.declared import Configuration, by_enum_type, flag_names
+from spmd_mypy.configurations.following import Following
+from spmd_mypy.configurations.syntax import class_names
+from spmd_mypy.statements import functions_in, walk
 
 FLAGS_OBJECT = "flags"
 """The name of ``spmd_stubs.flags``, whose attributes are the flags type aliases are chosen by."""
@@ -57,8 +66,8 @@ TENSOR_NAME = "Tensor"
 
 
 class FlagTests:
-    """Which modules' source may test a flag (names a declared flag, or reads ``flags.``), read once per file
-    version.
+    """Which modules' source may test a flag (names a declared flag or the class of a flag declared by its
+    enum type, or reads ``flags.``), read once per file version.
 
     mypy re-parses a module whose imports changed without calling the plugin
     before its analysis; such modules must be parsed afresh instead
@@ -66,7 +75,8 @@ class FlagTests:
     """
 
     def __init__(self, configurations: tuple[Configuration, ...]) -> None:
-        names = flag_names(configurations)
+        enums = {name for c in configurations for name in by_enum_type(c.flags)}  # a comparison with their members
+        names = sorted({*flag_names(configurations), *enums})
         reads = [rf"{FLAGS_OBJECT}\s*\.", *(rf"{re.escape(name)}\b" for name in names)]
         self._pattern = re.compile(r"\b(?:%s)" % "|".join(reads))
         self._words = (FLAGS_OBJECT, *names)
@@ -86,22 +96,64 @@ class FlagTests:
 
 def prune(tree: MypyFile, flags: Flags) -> None:
     """Decide every condition in ``tree`` that ``flags`` decide (before its semantic analysis)."""
+    places = _Places(tree, flags)
     for block in _declaration_blocks(tree.defs):
-        _choose_declared_types(block, flags)
+        _choose_declared_types(block, places.at(None))
+    if not places.decide_anything:
+        return
     for visit in walk(tree.defs):
         if isinstance(statement := visit.statement, IfStmt):
-            _prune_branches(statement, flags)
-    for expr in get_subexpressions(tree):
-        if isinstance(expr, ConditionalExpr):
-            decided = truth(expr.cond, flags)
-            if decided is not None:
-                expr.cond = _literal(decided, expr.cond)
+            _prune_branches(statement, places.at(visit.scope.node if visit.scope else None))
+    for expr, function in _conditional_expressions(tree, places.expressions):
+        decided = truth(expr.cond, places.at(function))
+        if decided is not None:
+            expr.cond = _literal(decided, expr.cond)
 
 
-def _prune_branches(statement: IfStmt, flags: Flags) -> None:
+class _Places:
+    """Each function's :class:`Place` in one module: its flags as named, as followed through assignments
+    (:mod:`.following`, computed where the module names a flag), and its names for enum classes."""
+
+    def __init__(self, tree: MypyFile, flags: Flags) -> None:
+        self.flags = flags
+        self.class_names = class_names(tree)
+        self.expressions = get_subexpressions(tree)
+        names = {e.name for e in self.expressions if isinstance(e, (NameExpr, MemberExpr))}
+        named = not names.isdisjoint(flags)
+        enums = set(by_enum_type(dict(flags)))
+        compared = not enums.isdisjoint(names) or not enums.isdisjoint(self.class_names.values())
+        self.decide_anything = named or compared
+        """Whether any condition here could be decided: the module names a flag, or a class of one."""
+        self._following = Following(tree, flags) if named else None
+        self._places: dict[FuncDef | None, Place] = {}
+
+    def at(self, function: FuncDef | None) -> Place:
+        """The place of a condition written in ``function`` (None: at module or class level outside any)."""
+        if function not in self._places:
+            place = Place(self.flags, class_names=self.class_names)
+            if self._following is not None:
+                place.followed = self._following.at(function)
+            self._places[function] = place
+        return self._places[function]
+
+
+def _conditional_expressions(tree: MypyFile, expressions: list[Expression],
+                             ) -> list[tuple[ConditionalExpr, FuncDef | None]]:
+    """Every ``a if cond else b`` of ``tree`` (whose subexpressions are ``expressions``), with the innermost
+    function it is written in."""
+    where: dict[int, tuple[ConditionalExpr, FuncDef | None]] = {
+        id(e): (e, None) for e in expressions if isinstance(e, ConditionalExpr)}
+    for function in functions_in(tree.defs) if where else ():
+        for expr in get_subexpressions(function.node):  # a function's own, then its nested functions' again
+            if isinstance(expr, ConditionalExpr):
+                where[id(expr)] = (expr, function.node)
+    return list(where.values())
+
+
+def _prune_branches(statement: IfStmt, place: Place) -> None:
     """mypy's own reachability rule (``mypy.reachability``), on the flags' truth."""
     for index, condition in enumerate(statement.expr):
-        decided = truth(condition, flags)
+        decided = truth(condition, place)
         if decided is False:
             mark_block_unreachable(statement.body[index])
         elif decided is True:
@@ -113,7 +165,7 @@ def _prune_branches(statement: IfStmt, flags: Flags) -> None:
             return
 
 
-def _choose_declared_types(block: list[Statement], flags: Flags) -> None:
+def _choose_declared_types(block: list[Statement], place: Place) -> None:
     """Each ``X = A if <flag test> else B`` of a module- or class-level block: the chosen branch, or
     the union of both followed by the test itself (``spmd.flags.<flag>``, read for its check)."""
     for index in reversed(range(len(block))):
@@ -121,7 +173,7 @@ def _choose_declared_types(block: list[Statement], flags: Flags) -> None:
         if not (isinstance(statement, AssignmentStmt) and isinstance(statement.rvalue, ConditionalExpr)):
             continue
         choice = statement.rvalue
-        decided = truth(choice.cond, flags)
+        decided = truth(choice.cond, place)
         if decided is not None:
             statement.rvalue = choice.if_expr if decided else choice.else_expr
         elif reads_flags_object(choice.cond) and all(map(_spells_tensor_type, (choice.if_expr, choice.else_expr))):

@@ -45,7 +45,7 @@ BAD = {
                                 + '[tool.spmd_mypy.configurations]\nsp = { sequence_parallel = "true" }\n',
                                 "write true unquoted"),
     "empty value": ("mypy.ini", PLUGIN + "[spmd_mypy]\nconfigurations =\n    sp: sequence_parallel =\n",
-                    "sequence_parallel = '' must be a boolean, an integer or a name"),
+                    "sequence_parallel = '' must be a boolean, an integer, a name"),
     "two words": ("mypy.ini", PLUGIN + "[spmd_mypy]\nconfigurations =\n    sp: sequence_parallel = tr ue\n",
                   "sequence_parallel = 'tr ue' must be"),
     "a float": ("mypy.ini", PLUGIN + "[spmd_mypy]\nconfigurations =\n    sp: sequence_parallel = 1.5\n",
@@ -53,6 +53,29 @@ BAD = {
     "a float, toml": ("pyproject.toml", PLUGIN_TOML + "[tool.spmd_mypy.configurations]\nsp = { sequence_parallel = 1.5 }\n",
                       "sequence_parallel = 1.5 must be a boolean"),
     "quoted integer": ("mypy.ini", PLUGIN + "[spmd_mypy]\nconfigurations =\n    sp: tp = '2'\n", "write 2 unquoted"),
+    "enum member without its name": ("mypy.ini", PLUGIN + "[spmd_mypy]\nconfigurations =\n"
+                                     "    sp: tp_mode = TensorParallelLinearMode.\n",
+                                     "tp_mode = 'TensorParallelLinearMode.' must be a boolean, an integer, a name"),
+    "enum member, two dots": ("mypy.ini", PLUGIN + "[spmd_mypy]\nconfigurations =\n"
+                              "    sp: tp_mode = TensorParallelLinearMode..ALL_REDUCE\n",
+                              "or an enum member qualified by its class, each part a Python name"),
+    "enum member, a space, toml": ("pyproject.toml", PLUGIN_TOML + "[tool.spmd_mypy.configurations]\n"
+                                   'sp = { tp_mode = "TensorParallelLinearMode.REDUCE SCATTER" }\n',
+                                   "tp_mode = 'TensorParallelLinearMode.REDUCE SCATTER' must be"),
+    "enum member qualified in one configuration only": (
+        "mypy.ini", PLUGIN + "[spmd_mypy]\nconfigurations =\n    sp: tp_mode = TensorParallelLinearMode.REDUCE_SCATTER\n"
+        "    no_sp: tp_mode = ALL_REDUCE\n",
+        "configuration 'no_sp' sets tp_mode = ALL_REDUCE and configuration 'sp' tp_mode = "
+        "TensorParallelLinearMode.REDUCE_SCATTER: a flag declared by its enum type"),
+    "enum members of two classes": (
+        "pyproject.toml", PLUGIN_TOML + "[tool.spmd_mypy.configurations]\n"
+        'sp = { tp_mode = "TensorParallelLinearMode.REDUCE_SCATTER" }\n'
+        'no_sp = { tp_mode = "ParallelMode.ALL_REDUCE" }\n',
+        "(here tp_mode = TensorParallelLinearMode.REDUCE_SCATTER in 'sp', TensorParallelLinearMode.ALL_REDUCE in 'no_sp')"),
+    "two flags set to members of one enum": (
+        "mypy.ini", PLUGIN + "[spmd_mypy]\nconfigurations =\n"
+        "    sp: tp_mode = Mode.REDUCE_SCATTER, pp_mode = Mode.ALL_REDUCE\n",
+        "a comparison with a member of Mode could not tell which flag it reads"),
 }
 
 GOOD = {
@@ -61,6 +84,17 @@ GOOD = {
     "yes in an ini file": ("mypy.ini", PLUGIN + "[spmd_mypy]\nstrict = yes\n", {"strict": True}),
     "a quoted name": ("mypy.ini", PLUGIN + "[spmd_mypy]\nconfigurations =\n    rs: tp_mode = 'REDUCE_SCATTER'\n",
                       {"configurations": (config.declared.Configuration("rs", (("tp_mode", "REDUCE_SCATTER"),)),)}),
+    "an enum member qualified by its class": (
+        "mypy.ini", PLUGIN + "[spmd_mypy]\nconfigurations =\n"
+        "    rs: tp_mode = nanotron.parallel.tensor_parallel.enum.TensorParallelLinearMode.REDUCE_SCATTER\n",
+        {"configurations": (config.declared.Configuration(
+            "rs", (("tp_mode", "nanotron.parallel.tensor_parallel.enum.TensorParallelLinearMode.REDUCE_SCATTER"),)),)}),
+    "an enum member qualified by its class, toml": (
+        "pyproject.toml", PLUGIN_TOML + "[tool.spmd_mypy.configurations]\n"
+        'rs = { tp_mode = "TensorParallelLinearMode.REDUCE_SCATTER", other = "TensorParallelLinearMode.REDUCE_SCATTER" }\n',
+        {"configurations": (config.declared.Configuration(
+            "rs", (("tp_mode", "TensorParallelLinearMode.REDUCE_SCATTER"),
+                   ("other", "TensorParallelLinearMode.REDUCE_SCATTER"))),)}),
 }
 
 
@@ -93,7 +127,8 @@ TOOLS = {
 }
 
 
-@pytest.mark.parametrize("case", ["misspelt section", "quoted true value", "duplicate key"])
+@pytest.mark.parametrize("case", ["misspelt section", "quoted true value", "duplicate key",
+                                  "enum member qualified in one configuration only"])
 @pytest.mark.parametrize("tool", sorted(TOOLS))
 def test_mypy_and_the_tools_stop_with_the_error(tmp_path: Path, case: str, tool: str) -> None:
     """Exit status 2 and the message, no traceback, no report of a run that checked nothing as it should."""

@@ -148,7 +148,7 @@ def test_a_bad_declaration_is_one_message(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(PYPROJECT.replace("sequence_parallel = true", "sequence_parallel = 1.5"))
     run = spmd_check(tmp_path, "model.py")
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert "configuration 'sp': sequence_parallel = 1.5 must be a boolean, an integer or a name" in run.stderr
+    assert "configuration 'sp': sequence_parallel = 1.5 must be a boolean, an integer, a name" in run.stderr
 
 
 def test_without_configurations_it_is_one_mypy_run(tmp_path: Path, project: Path) -> None:

@@ -8,7 +8,22 @@ algebra without loading torch; the typed collectives load torch on first use.
 from typing import TYPE_CHECKING, Any
 
 from spmd_stubs.configuration import flags
-from spmd_stubs.types import AxisAnnotation, Group, I, MeshAxis, P, Pavg, Pmax, Pmin, R, S, Sharded, Tensor, V, assert_type
+from spmd_stubs.types import (
+    AxisAnnotation,
+    Group,
+    I,
+    MeshAxis,
+    P,
+    Pavg,
+    Pmax,
+    Pmin,
+    R,
+    S,
+    Sharded,
+    Tensor,
+    V,
+    assert_type,
+)
 
 if TYPE_CHECKING:
     from spmd_stubs._validation import set_validation

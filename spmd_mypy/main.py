@@ -19,7 +19,7 @@ from mypy.options import Options
 from mypy.plugin import ClassDefContext, Plugin, ReportConfigContext
 from mypy.plugins.default import DefaultPlugin
 
-from spmd_mypy import config, hooks, raw_collectives
+from spmd_mypy import config, hooks, raw_collectives, rebinding
 from spmd_mypy.build_state import BuildState
 from spmd_mypy.configurations import pruning
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION
@@ -110,9 +110,12 @@ class SpmdPlugin(Plugin):
         # A bad setting stops the build when it starts (set_modules), not here: mypy's daemon constructs
         # the plugin again on every `dmypy run` to compare plugins, where an exception kills the daemon.
         self.config, self._stop = _load_config(options)
+        self.build_state = BuildState(self.config, InternedValues(), SourceFiles(options.native_parser))
+        # the plugin's choice of mypy's redefinition, without its leak out of branches that return
+        self._rebindings: rebinding.Shadowing | None = None
         if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
-        self.build_state = BuildState(self.config, InternedValues(), SourceFiles(options.native_parser))
+            self._rebindings = rebinding.Shadowing(options, self.build_state.sources)
         self._mypys = DefaultPlugin(options)
         self._flag_tests = pruning.FlagTests(self.config.configurations)
         self._answers: dict[tuple[str, str], Hook | None] = {}
@@ -147,6 +150,8 @@ class SpmdPlugin(Plugin):
                 print(f"spmd_mypy: {file.path}: the configuration's flags could not be decided "
                       f"({type(error).__name__}: {error}); every branch is checked. Please report it.",
                       file=sys.stderr)
+            if self._rebindings is not None:
+                self._rebindings.parsed(file)
         return []
 
     def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:
@@ -165,6 +170,8 @@ class SpmdPlugin(Plugin):
                 # asking.  What is checked never equals what was written, so mypy parses it afresh every
                 # run; what is written is constant, so its interface hash, and its dependents, stay fresh.
                 data["flags_decided"] = "when checking" if ctx.is_check else "when parsed"
+            if self._rebindings is not None:
+                data.update(self._rebindings.cache_data(ctx.path, ctx.is_check))
         return data
 
     def get_customize_class_mro_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:

@@ -7,10 +7,12 @@ writes two configs that differ only in ``plugins = spmd_mypy``, runs mypy
 once per side and compares the reports line by line.
 
 One text difference is expected and normalised: the plugin gives
-``torch.Tensor`` a hidden type parameter whose default is ``Any``, and mypy's
-formatter prints every type argument, so a plain tensor prints as
-``Tensor[Any]`` (its class object as ``type[Tensor[_SpmdType]]``) where mypy
-alone prints ``Tensor``.  Nothing else is normalised.
+``torch.Tensor`` and ``torch.distributed.ProcessGroup`` a hidden type
+parameter whose default is ``Any``, and mypy's formatter prints every type
+argument, so a plain tensor prints as ``Tensor[Any]`` (its class object as
+``type[Tensor[_SpmdType]]``), a plain group as ``ProcessGroup[Any]``, where
+mypy alone prints ``Tensor`` and ``ProcessGroup``.  Nothing else is
+normalised.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "parallel": ("-n", "2", "--check-untyped-defs"),
 }
 
-_HIDDEN_PARAMETER = re.compile(r"\bTensor\[(Any|_SpmdType)\]")
+_HIDDEN_PARAMETER = re.compile(r"\b(Tensor|ProcessGroup)\[(?:Any|_SpmdType|_MeshAxis)\]")
 _ERROR = re.compile(r"^[^:\n]+:\d+: (error|note): ")
 
 
@@ -112,7 +114,7 @@ def _report(root: Path, files: Sequence[Path], flags: Sequence[str], plugin: boo
         raise RuntimeError(f"mypy did not complete (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
     report = [line for line in done.stdout.splitlines() if _ERROR.match(line)]
     if plugin:
-        report = [_HIDDEN_PARAMETER.sub("Tensor", line) for line in report]
+        report = [_HIDDEN_PARAMETER.sub(r"\1", line) for line in report]
     return tuple(sorted(report))
 
 

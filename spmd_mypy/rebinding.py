@@ -84,7 +84,6 @@ from mypy.nodes import (
     ImportAll,
     ImportFrom,
     LambdaExpr,
-    ListExpr,
     MatchStmt,
     MypyFile,
     NameExpr,
@@ -92,10 +91,8 @@ from mypy.nodes import (
     OverloadedFuncDef,
     RaiseStmt,
     ReturnStmt,
-    StarExpr,
     Statement,
     TryStmt,
-    TupleExpr,
     WhileStmt,
     WithStmt,
 )
@@ -104,7 +101,7 @@ from mypy.server.subexpr import get_subexpressions
 from mypy.util import get_mypy_comments
 
 from spmd_mypy.sources import SourceFiles, SourceUnreadable
-from spmd_mypy.statements import functions_in, nested_blocks, statements_in
+from spmd_mypy.statements import functions_in, names_bound_by, nested_blocks, statements_in
 
 SUFFIX = "'"
 """mypy's mangling suffix (``mypy.util.unmangle`` strips it): no name in a source file ends in it."""
@@ -296,17 +293,6 @@ def _names_in(expressions: Iterable[Expression]) -> Iterator[str]:
     return (expr.name for expr in expressions if isinstance(expr, NameExpr))
 
 
-def _targets(target: Expression) -> Iterator[str]:
-    """The names an assignment target binds."""
-    if isinstance(target, NameExpr):
-        yield target.name
-    elif isinstance(target, (TupleExpr, ListExpr)):
-        for item in target.items:
-            yield from _targets(item)
-    elif isinstance(target, StarExpr):
-        yield from _targets(target.expr)
-
-
 def _bound(statements: list[Statement]) -> set[str]:
     """The names ``statements`` (and the blocks in them) may bind: a superset."""
     bound: set[str] = set()
@@ -326,7 +312,7 @@ def _bound(statements: list[Statement]) -> set[str]:
             bound.update(_names_in(get_subexpressions(statement)))
         for target in targets:
             if target is not None:
-                bound.update(_targets(target))
+                bound.update(names_bound_by(target))
     for statement in statements:
         bound.update(e.target.name for e in get_subexpressions(statement) if isinstance(e, AssignmentExpr))
     return bound

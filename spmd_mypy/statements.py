@@ -26,10 +26,14 @@ from mypy.nodes import (
     ForStmt,
     FuncDef,
     IfStmt,
+    ListExpr,
     MatchStmt,
+    NameExpr,
     OverloadedFuncDef,
+    StarExpr,
     Statement,
     TryStmt,
+    TupleExpr,
     WhileStmt,
     WithStmt,
 )
@@ -122,3 +126,14 @@ def _walk(statements: list[Statement], scope: Function | None, prefix: str, over
             yield from _walk(statement.defs.body, scope, f"{prefix}{statement.name}.")
         for block in nested_blocks(statement):
             yield from _walk(block.body, scope, prefix)
+
+
+def names_bound_by(target: Expression) -> Iterator[str]:
+    """The names an assignment target binds: ``a``, ``a, (b, *c)``."""
+    if isinstance(target, NameExpr):
+        yield target.name
+    elif isinstance(target, (TupleExpr, ListExpr)):
+        for item in target.items:
+            yield from names_bound_by(item)
+    elif isinstance(target, StarExpr):
+        yield from names_bound_by(target.expr)

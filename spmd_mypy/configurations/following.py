@@ -58,8 +58,8 @@ from mypy.nodes import (
 )
 from mypy.server.subexpr import get_subexpressions
 
-from spmd_mypy.configurations.syntax import arguments, captures, header, name_of, names_in
-from spmd_mypy.statements import nested_blocks
+from spmd_mypy.configurations.syntax import arguments, captures, header, name_of
+from spmd_mypy.statements import names_bound_by, nested_blocks
 
 _PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod", "override", "final"})
 """Decorators that keep a function's signature: its calls are still its own."""
@@ -315,7 +315,7 @@ class Following:
                         _bind(names, argument.variable.name, None)
                 elif isinstance(sub, (GeneratorExpr, DictionaryComprehension)):
                     for index in sub.indices:
-                        for name in names_in(index):
+                        for name in names_bound_by(index):
                             _bind(names, name, None)
 
     # ------------------------------------------------------------------ connecting

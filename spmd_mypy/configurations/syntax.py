@@ -18,15 +18,12 @@ from mypy.nodes import (
     FuncDef,
     IfStmt,
     ImportFrom,
-    ListExpr,
     MatchStmt,
     MemberExpr,
     MypyFile,
     NameExpr,
-    StarExpr,
     Statement,
     TryStmt,
-    TupleExpr,
     WhileStmt,
     WithStmt,
 )
@@ -47,16 +44,6 @@ def name_of(expr: Expression) -> str:
     if isinstance(expr, CallExpr):
         expr = expr.callee
     return expr.name if isinstance(expr, (NameExpr, MemberExpr)) else ""
-
-
-def names_in(target: Expression) -> Iterator[str]:
-    if isinstance(target, NameExpr):
-        yield target.name
-    elif isinstance(target, (TupleExpr, ListExpr)):
-        for item in target.items:
-            yield from names_in(item)
-    elif isinstance(target, StarExpr):
-        yield from names_in(target.expr)
 
 
 def captures(pattern: Pattern | None) -> Iterator[str]:

@@ -287,14 +287,16 @@ def _called(run: TypedRun, call: CallExpr) -> tuple[FuncDef, list[ArgKind], list
         forward = proper.type.get_method("forward")
         if isinstance(forward, Decorator):
             forward = forward.func
-        if isinstance(forward, FuncDef) and forward.arguments:
+        if isinstance(forward, FuncDef) and forward.arg_names:
             return _formals(forward, bound=True)
     return None
 
 
 def _formals(func: FuncDef, bound: bool) -> tuple[FuncDef, list[ArgKind], list[str | None]]:
-    arguments = func.arguments[1:] if bound else func.arguments
-    return func, [a.kind for a in arguments], [a.variable.name for a in arguments]
+    """The formals of ``func`` (without ``self`` where ``bound``), read from what a definition loaded from
+    mypy's cache also has: its argument kinds and names (not its ``arguments``, which only a parsed one has)."""
+    skip = 1 if bound else 0
+    return func, list(func.arg_kinds[skip:]), list(func.arg_names[skip:])
 
 
 def gather(run: TypedRun) -> Evidence:

@@ -142,8 +142,9 @@ def followed(expr: Expression, scope: FuncItem, names: Callable[[Expression], st
         return None
     axes: set[str | None] = set()
     if isinstance(expr, NameExpr) and isinstance(expr.node, Var):
-        sources = [(rvalue, scope) for rvalue in _assigned(scope, lambda target: isinstance(target, NameExpr)
-                                                           and target.name == expr.name)]
+        sources: list[tuple[Expression, FuncItem | None]] = [
+            (rvalue, scope) for rvalue in _assigned(scope, lambda target: isinstance(target, NameExpr)
+                                                    and target.name == expr.name)]
         if _is_parameter(scope, expr.name):
             declared = _declared_parameter(scope, expr.name)
             if declared is not None:
@@ -191,7 +192,7 @@ def _parameters_not_passed(call: CallExpr, function: FuncItem, scope: FuncItem |
     ``ctx``); None where ``call`` does not call ``function``."""
     callee = call.callee
     node = callee.node if isinstance(callee, RefExpr) else None
-    if node is function or (isinstance(node, Decorator) and node.func is function):
+    if (isinstance(node, FuncDef) and node is function) or (isinstance(node, Decorator) and node.func is function):
         return 0
     if not isinstance(callee, MemberExpr):
         return None

@@ -10,7 +10,8 @@ Where ``backward`` has SPMD types too, it must be ``forward``'s per-axis dual
 (:func:`spmd_stubs.core.dual`: R<->P, I<->I, V<->V, S(i)<->S(i)): autograd
 calls it with one gradient per output of ``forward``, each of the output's
 dual type, and takes back one gradient per input of ``forward``, each of the
-input's dual type or None (an input that is not a tensor takes None).  A
+input's dual type or None (an input that is not a tensor takes None; an
+unannotated one may be a tensor).  A
 mismatch is an ``spmd-autograd`` error at the ``backward``.  An axis only one
 side mentions is unconstrained, as at every boundary.
 """
@@ -139,7 +140,7 @@ def _gradient_returns(name: str, forward: CallableType, backward: CallableType) 
         return
     for position, (argument, gradient) in enumerate(zip(forward.arg_types, returned), start=1):
         what, of = f"return {position}", _position("argument", position, forward.arg_names[position - 1])
-        if _is_tensor(gradient) and not _is_tensor(argument):
+        if _is_tensor(gradient) and not _may_be_tensor(argument):
             yield (f"`{name}.backward` {what} is a tensor, but forward's {of} is not a tensor and takes no "
                    "gradient. Fix: return None there.")
         yield from _non_duals(name, what, of, argument, gradient)
@@ -177,3 +178,8 @@ def _items(typ: Type) -> list[Type] | None:
 
 def _is_tensor(typ: Type) -> bool:
     return any(tensor_instance(member) is not None for member in members(typ))
+
+
+def _may_be_tensor(typ: Type) -> bool:
+    """Whether a value of ``typ`` may be a tensor: a tensor type, or ``Any`` (an unannotated parameter)."""
+    return _is_tensor(typ) or any(isinstance(member, AnyType) for member in members(typ))

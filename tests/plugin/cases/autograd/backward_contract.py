@@ -2,6 +2,7 @@
 from typing import Any, Optional
 
 import torch
+import torch.nn.functional as F
 
 from spmd_stubs import I, P, R, S, Tensor, V, all_gather, all_reduce, convert, reduce_scatter
 from spmd_stubs.axes import dp, tp
@@ -65,6 +66,18 @@ class TooFewGradients(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, g: Tensor[S(0)@tp]) -> Tensor[R@tp]:  # E: spmd-autograd `TooFewGradients.backward` returns 1 gradient(s) but forward takes 2 input(s)
         return all_gather(g, tp, src=S(0), dst=R)
+
+
+class GradientForAnUnannotatedBias(torch.autograd.Function):
+    """An unannotated forward parameter (an Optional bias) may be a tensor: its gradient is not refused."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor[S(-1)@tp], w: Tensor[S(1)@tp], bias) -> Tensor[S(0)@tp]:
+        return F.linear(x, w, bias)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor[S(0)@tp]) -> tuple[Tensor[S(-1)@tp], Tensor[S(1)@tp], Optional[torch.Tensor]]:
+        return g, g, g.sum(0)
 
 
 class GradientForAnInt(torch.autograd.Function):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from mypy.checker import TypeChecker
-from mypy.nodes import FUNC_NO_INFO, FuncDef, FuncItem, NameExpr
+from mypy.nodes import FuncDef, FuncItem, NameExpr
 from mypy.plugin import FunctionContext
 from mypy.types import CallableType, TupleType, Type, get_proper_type
 
@@ -51,6 +51,7 @@ from spmd_mypy.representation import (
     union_of,
     with_spmd,
 )
+from spmd_mypy.statements import class_of
 from spmd_mypy.transitions import Request, apply
 from spmd_mypy.trivial_axes import may_test_size, trivial_axes_at
 from spmd_mypy.wrappers import wrapped_value
@@ -161,9 +162,8 @@ def wraps_returns(function: FuncDef, sizes: AxisNames) -> bool:
     axis's size (:func:`spmd_mypy.trivial_axes.may_test_size`)."""
     if not (isinstance(function.type, CallableType) and typed_tensors_in(function.type.ret_type)):
         return False
-    owner = function.info
-    in_body = function.name in BODIES and owner is not None and owner is not FUNC_NO_INFO and owner.has_base(
-        AUTOGRAD_FUNCTION)
+    owner = class_of(function)
+    in_body = function.name in BODIES and owner is not None and owner.has_base(AUTOGRAD_FUNCTION)
     return in_body or may_test_size(function, sizes)
 
 

@@ -22,33 +22,20 @@ and mypy carries it from there through assignments, attributes and calls.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-
 from mypy.nodes import PlaceholderNode, TypeInfo
-from mypy.plugin import AnalyzeTypeContext, ClassDefContext
-from mypy.types import AnyType, Instance, ProperType, Type, TypeOfAny, TypeVarId, TypeVarType, get_proper_type
+from mypy.plugin import AnalyzeTypeContext
+from mypy.types import Instance, ProperType, Type, TypeVarType, get_proper_type
 
 from spmd_mypy import report
 from spmd_mypy.annotations import AnnotationError, axis_name_of
 from spmd_mypy.fullnames import PROCESS_GROUP
+from spmd_mypy.representation import add_hidden_parameter, members, unbound_value
 
 _NAMESPACE = "spmd_mypy.group"
-_PARAMETER = "_MeshAxis"
-_UNKNOWN = AnyType(TypeOfAny.special_form)
 
 
-def add_axis_parameter(ctx: ClassDefContext) -> None:
-    """Class hook for ``ProcessGroup``: one type parameter, default Any, bound ``object``
-    (as :func:`spmd_mypy.representation.add_hidden_parameter` for tensors, and for the same reasons)."""
-    info = ctx.cls.info
-    if info.type_vars:
-        return
-    top = ctx.api.named_type("builtins.object")
-    parameter = TypeVarType(_PARAMETER, f"{PROCESS_GROUP}.{_PARAMETER}", TypeVarId(1, namespace=PROCESS_GROUP), [],
-                            top, _UNKNOWN)
-    ctx.cls.type_vars = [parameter]
-    info.add_type_vars()
+add_axis_parameter = add_hidden_parameter("_MeshAxis")
+"""Class hook for ``ProcessGroup``: its hidden parameter, as ``torch.Tensor``'s and for the same reasons."""
 
 
 def analyze_group(ctx: AnalyzeTypeContext) -> Type:
@@ -79,19 +66,17 @@ def typed_group(default: Type, axis: str) -> Type:
 
 
 def with_axis(group: Instance, axis: str) -> Instance:
-    return group.copy_modified(args=[_axis_value(axis, group.type.mro[-1])])
+    return group.copy_modified(args=[unbound_value(axis, _NAMESPACE, Instance(group.type.mro[-1], []))])
 
 
 def axis_of_type(typ: Type | None) -> str | None:
-    """The axis a group's type carries (an ``Optional`` one included); None where unknown."""
-    proper = get_proper_type(typ) if typ is not None else None
-    items = getattr(proper, "items", None) if not isinstance(proper, Instance) else None
-    found = {_carried(get_proper_type(item)) for item in items} - {None} if items is not None else {_carried(proper)}
-    found.discard(None)
+    """The axis a group's type carries (a union's, ``Optional`` included, where its groups name one); None
+    where unknown."""
+    found = {_carried(member) for member in members(typ)} - {None} if typ is not None else set()
     return found.pop() if len(found) == 1 else None
 
 
-def _carried(proper: ProperType | None) -> str | None:
+def _carried(proper: ProperType) -> str | None:
     if not (isinstance(proper, Instance) and is_group(proper.type) and len(proper.args) == 1):
         return None
     value = get_proper_type(proper.args[0])
@@ -100,13 +85,3 @@ def _carried(proper: ProperType | None) -> str | None:
 
 def is_group(info: TypeInfo) -> bool:
     return info.fullname == PROCESS_GROUP and len(info.type_vars) == 1
-
-
-def _axis_value(axis: str, top: TypeInfo) -> TypeVarType:
-    return TypeVarType(axis, f"{_NAMESPACE}.{axis}", _axis_id(axis), [], Instance(top, []), _UNKNOWN)
-
-
-@functools.lru_cache(maxsize=64)
-def _axis_id(axis: str) -> TypeVarId:
-    digest = hashlib.blake2b(axis.encode(), digest_size=7).digest()
-    return TypeVarId(int.from_bytes(digest, "big") + 1, namespace=_NAMESPACE)

@@ -35,7 +35,6 @@ from typing import Callable, Iterator
 from mypy.nodes import (
     ARG_NAMED,
     ARG_POS,
-    FUNC_NO_INFO,
     AssignmentStmt,
     Block,
     CallExpr,
@@ -55,7 +54,6 @@ from mypy.nodes import (
     RefExpr,
     Statement,
     StrExpr,
-    TypeInfo,
     Var,
 )
 from mypy.plugin import FunctionContext, MethodContext
@@ -68,7 +66,7 @@ from spmd_mypy.config import AxisNames
 from spmd_mypy.fullnames import GROUP_OF
 from spmd_mypy.group_types import axis_of_type, typed_group
 from spmd_mypy.representation import typed_tensors_in
-from spmd_mypy.statements import functions_in, nested_blocks
+from spmd_mypy.statements import class_of, functions_in, nested_blocks
 
 __all__ = ["axis_of_group", "declaration_for", "followed", "group_axis", "group_call_hook", "group_of_hook",
            "mesh_group_hook", "named_for", "passed_to"]
@@ -196,12 +194,12 @@ def _parameters_not_passed(call: CallExpr, function: FuncItem, scope: FuncItem |
         return 0
     if not isinstance(callee, MemberExpr):
         return None
-    owner = _class_of(function)
+    owner = class_of(function)
     receiver = callee.expr.node if isinstance(callee.expr, RefExpr) else None
     if callee.name == "apply" and function.name == "forward" and owner is not None and receiver is owner:
         return 1
     on_self = (isinstance(callee.expr, NameExpr) and callee.expr.name == "self" and scope is not None
-               and _class_of(scope) is owner)
+               and class_of(scope) is owner)
     return 1 if on_self and callee.name == function.name and owner is not None else None
 
 
@@ -256,7 +254,7 @@ def _tests_none(test: Expression) -> bool:
 
 def _owner_argument(function: FuncItem, name: str) -> bool:
     """Whether ``name`` is ``function``'s first argument (``self``, or an autograd Function's ``ctx``)."""
-    return bool(function.arguments) and function.arguments[0].variable.name == name and _class_of(function) is not None
+    return bool(function.arguments) and function.arguments[0].variable.name == name and class_of(function) is not None
 
 
 def _is_attribute(target: Expression, method: FuncItem, name: str) -> bool:
@@ -266,15 +264,10 @@ def _is_attribute(target: Expression, method: FuncItem, name: str) -> bool:
 
 def _methods(function: FuncItem) -> list[FuncItem]:
     """The methods of the class ``function`` is defined in (decorated ones, such as ``@staticmethod``, too)."""
-    owner = _class_of(function)
+    owner = class_of(function)
     nodes = [symbol.node for symbol in owner.names.values()] if owner is not None else []
     return [node.func if isinstance(node, Decorator) else node for node in nodes
             if isinstance(node, (FuncDef, Decorator))]
-
-
-def _class_of(function: FuncItem) -> TypeInfo | None:
-    info = getattr(function, "info", None)
-    return info if isinstance(info, TypeInfo) and info is not FUNC_NO_INFO else None
 
 
 def group_call_hook(axis: str) -> Callable[[FunctionContext | MethodContext], Type]:

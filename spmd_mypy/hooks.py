@@ -254,7 +254,7 @@ def _spmd_tensor(_name: str, settings: Config) -> Hook:
 TYPE_ANALYSES = HookTable(exact={SPMD_TENSOR: _spmd_tensor, SPMD_GROUP: always(analyze_group),
                                  SHARD: always(shard_outside_tensor)})
 
-CLASS_MROS = HookTable(exact={TENSOR: always(add_hidden_parameter), PROCESS_GROUP: always(add_axis_parameter)})
+CLASS_MROS = HookTable(exact={TENSOR: always(add_hidden_parameter("_SpmdType")), PROCESS_GROUP: always(add_axis_parameter)})
 
 
 def autograd_function_class(settings: Config) -> Hook:

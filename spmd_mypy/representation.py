@@ -62,7 +62,6 @@ from spmd_mypy.fullnames import TENSOR
 from spmd_stubs.core import AxisType, TensorType
 
 NAMESPACE = "spmd_mypy"
-_PARAMETER = "_SpmdType"
 _OTHER_AXES = "axes"
 _VALUE_ID = TypeVarId(1, namespace=NAMESPACE)
 """The id every known SPMD type shares, so that mypy compares their bounds."""
@@ -73,8 +72,9 @@ _NO_DEFAULT = AnyType(TypeOfAny.from_omitted_generics)
 through a guard keyed by the id of a type variable with a default (every value would become the first one)."""
 
 
-def add_hidden_parameter(ctx: ClassDefContext) -> None:
-    """Class hook for ``torch._tensor.Tensor``: one type parameter, default Any, bound ``object``.
+def add_hidden_parameter(name: str) -> Callable[[ClassDefContext], None]:
+    """Class hook for ``torch._tensor.Tensor`` (and ``ProcessGroup``, :mod:`spmd_mypy.group_types`): one type
+    parameter ``name``, default Any, bound ``object``.
 
     The default is a real one (not an omitted generic), so a bare ``Tensor``
     annotation is complete: ``--strict`` (``disallow_any_generics``) accepts
@@ -83,13 +83,17 @@ def add_hidden_parameter(ctx: ClassDefContext) -> None:
     skips that subtype check for ``object`` (``semanal_typeargs.validate_args``);
     the values' own bounds (:func:`with_spmd`) are what compatibility compares.
     """
-    info = ctx.cls.info
-    if info.type_vars:
-        return
-    top = ctx.api.named_type("builtins.object")
-    parameter = TypeVarType(_PARAMETER, f"{TENSOR}.{_PARAMETER}", TypeVarId(1, namespace=TENSOR), [], top, _UNKNOWN)
-    ctx.cls.type_vars = [parameter]
-    info.add_type_vars()
+
+    def add(ctx: ClassDefContext) -> None:
+        info = ctx.cls.info
+        if info.type_vars:
+            return
+        top = ctx.api.named_type("builtins.object")
+        owner = info.fullname
+        ctx.cls.type_vars = [TypeVarType(name, f"{owner}.{name}", TypeVarId(1, namespace=owner), [], top, _UNKNOWN)]
+        info.add_type_vars()
+
+    return add
 
 
 class InternedValues:
@@ -161,7 +165,7 @@ def with_spmd(api: object, tensor: Instance, tensor_type: TensorType | None) -> 
 
 def _bound(no_axis: CallableType, local: TensorType) -> CallableType:
     """``def (*, dp: V = ..., tp: I = ..., **axes: Any) -> object``: what compatibility compares."""
-    axis_values = [_axis_value(str(axis_type), no_axis.ret_type) for _, axis_type in local.axes]
+    axis_values = [unbound_value(str(axis_type), _AXIS_NAMESPACE, no_axis.ret_type) for _, axis_type in local.axes]
     return no_axis.copy_modified(
         arg_types=[*axis_values, *no_axis.arg_types],
         arg_kinds=[*(ARG_NAMED_OPT for _ in axis_values), *no_axis.arg_kinds],
@@ -169,15 +173,17 @@ def _bound(no_axis: CallableType, local: TensorType) -> CallableType:
     )
 
 
-def _axis_value(local: str, top: Type) -> TypeVarType:
-    """One axis's local type (``V``, ``P``, ``Pmax``...): a value compatible only with itself and Any."""
-    return TypeVarType(local, f"{_AXIS_NAMESPACE}.{local}", _axis_id(local), [], top, _UNKNOWN)
+def unbound_value(name: str, namespace: str, top: Type) -> TypeVarType:
+    """A type variable value named ``name`` that no scope binds: compatible only with itself and Any (its id
+    is its name's, in ``namespace``).  Used for one axis's local type (``V``, ``P``, ``Pmax``...) in a tensor
+    type's bound, and for a process group's axis (:mod:`spmd_mypy.group_types`)."""
+    return TypeVarType(name, f"{namespace}.{name}", _value_id(name, namespace), [], top, _UNKNOWN)
 
 
-@functools.lru_cache(maxsize=64)
-def _axis_id(local: str) -> TypeVarId:
-    digest = hashlib.blake2b(local.encode(), digest_size=7).digest()
-    return TypeVarId(int.from_bytes(digest, "big") + 1, namespace=_AXIS_NAMESPACE)
+@functools.lru_cache(maxsize=128)
+def _value_id(name: str, namespace: str) -> TypeVarId:
+    digest = hashlib.blake2b(name.encode(), digest_size=7).digest()
+    return TypeVarId(int.from_bytes(digest, "big") + 1, namespace=namespace)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from mypy.nodes import (
+    FUNC_NO_INFO,
     Block,
     ClassDef,
     Decorator,
     Expression,
     ForStmt,
     FuncDef,
+    FuncItem,
     IfStmt,
     ListExpr,
     MatchStmt,
@@ -34,6 +36,7 @@ from mypy.nodes import (
     Statement,
     TryStmt,
     TupleExpr,
+    TypeInfo,
     WhileStmt,
     WithStmt,
 )
@@ -137,3 +140,9 @@ def names_bound_by(target: Expression) -> Iterator[str]:
             yield from names_bound_by(item)
     elif isinstance(target, StarExpr):
         yield from names_bound_by(target.expr)
+
+
+def class_of(function: FuncItem) -> TypeInfo | None:
+    """The class ``function`` is a method of; None for a function outside a class."""
+    info = getattr(function, "info", None)
+    return info if isinstance(info, TypeInfo) and info is not FUNC_NO_INFO else None

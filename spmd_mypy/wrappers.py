@@ -31,7 +31,6 @@ from typing import Callable
 
 from mypy.nodes import (
     ARG_POS,
-    FUNC_NO_INFO,
     AssignmentStmt,
     Block,
     CallExpr,
@@ -56,7 +55,7 @@ from mypy.types import AnyType, CallableType, Type, TypeOfAny, get_proper_type
 
 from spmd_mypy.build_state import state_of
 from spmd_mypy.fullnames import ASSIGNED, CALLED_VALUE, RETURNED
-from spmd_mypy.statements import functions_in, statements_in
+from spmd_mypy.statements import class_of, functions_in, statements_in
 
 
 @dataclass(frozen=True)
@@ -148,7 +147,7 @@ def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wrapping: Wrapping) -> Non
                     returned.expr = wrapped(returned.expr, RETURNED, analyzer)
     if wrapping.called_values:
         # innermost functions first: a call belongs to the class of the method it is written in
-        scopes = [*((_class_of(f), f) for f in reversed(functions)), (None, tree)]
+        scopes = [*((class_of(f), f) for f in reversed(functions)), (None, tree)]
         seen: set[int] = set()
         for owner, scope in scopes:
             calls = [e for e in get_subexpressions(scope) if isinstance(e, CallExpr) and id(e) not in seen]
@@ -158,17 +157,13 @@ def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wrapping: Wrapping) -> Non
                 if id(call) not in inner and not marked(call, CALLED_VALUE) and calls_a_value(call.callee, owner):
                     _wrap_in_place(call, analyzer)
     if wrapping.assigned_to is not None:
-        blocks = [(None, Block(tree.defs)), *((_class_of(function), function.body) for function in functions)]
+        blocks = [(None, Block(tree.defs)), *((class_of(function), function.body) for function in functions)]
         for owner, block in blocks:
             for statement in statements_in(block):
                 if isinstance(statement, AssignmentStmt) and not marked(statement.rvalue, ASSIGNED):
                     target = _declared_target(statement, owner, wrapping.assigned_to)
                     if target is not None:
                         statement.rvalue = wrapped(statement.rvalue, ASSIGNED, analyzer, target)
-
-
-def _class_of(function: FuncDef) -> TypeInfo | None:
-    return None if function.info is FUNC_NO_INFO else function.info
 
 
 def _declared_target(statement: AssignmentStmt, owner: TypeInfo | None, wraps: Callable[[Type], bool]) -> str | None:

@@ -29,6 +29,7 @@ from spmd_mypy import (
     function_bodies,
     groups,
     megatron_helpers,
+    parameter_declarations,
     polymorphism,
     raw_collectives,
     scalars,
@@ -338,3 +339,7 @@ def guarded(hook: Callable[[Context], Any]) -> Callable[[Context], Any]:
             return _fallback(ctx)
 
     return run
+
+
+MODULE_CLASS: Hook = guarded(parameter_declarations.allow_declared_parameters)
+"""A ``torch.nn.Module`` subclass: its parameter declarations may type what torch's bases leave untyped."""

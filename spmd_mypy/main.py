@@ -22,7 +22,7 @@ from mypy.plugins.default import DefaultPlugin
 from spmd_mypy import config, hooks, raw_collectives, rebinding
 from spmd_mypy.build_state import BuildState
 from spmd_mypy.configurations import pruning
-from spmd_mypy.fullnames import AUTOGRAD_FUNCTION
+from spmd_mypy.fullnames import AUTOGRAD_FUNCTION, MODULE
 from spmd_mypy.hooks import Hook, HookTable, installed
 from spmd_mypy.representation import InternedValues
 from spmd_mypy.sources import SourceFiles
@@ -202,18 +202,20 @@ class SpmdPlugin(Plugin):
         return self._answer("get_class_attribute_hook", fullname, hooks.CLASS_ATTRIBUTES)
 
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
-        if fullname != AUTOGRAD_FUNCTION and not self._autograd_function_class(fullname):
-            return None
-        return hooks.autograd_function_class(self.config)
-
-    def _autograd_function_class(self, fullname: str) -> bool:
-        """Whether ``fullname`` is a class derived from ``torch.autograd.Function`` (a user's own base).
+        """Classes derived from ``torch.autograd.Function`` and from ``torch.nn.Module`` (a user's own base too).
 
         mypy asks for a base class hook by the direct bases' names only, and
         takes the first plugin's, so only such names get this plugin's hook.
         """
+        if fullname == AUTOGRAD_FUNCTION or self._derives(fullname, AUTOGRAD_FUNCTION):
+            return hooks.autograd_function_class(self.config)
+        if fullname == MODULE or self._derives(fullname, MODULE):
+            return hooks.MODULE_CLASS
+        return None
+
+    def _derives(self, fullname: str, base: str) -> bool:
         found = self.lookup_fully_qualified(fullname)
-        return found is not None and isinstance(found.node, TypeInfo) and found.node.has_base(AUTOGRAD_FUNCTION)
+        return found is not None and isinstance(found.node, TypeInfo) and found.node.has_base(base)
 
 
 def plugin(version: str) -> type[Plugin]:

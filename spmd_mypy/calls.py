@@ -25,6 +25,7 @@ from mypy.nodes import (
     TempNode,
     UnaryExpr,
 )
+from mypy.messages import format_type_bare
 from mypy.plugin import AttributeContext, CheckerPluginInterface, FunctionContext, MethodContext
 from mypy.types import AnyType, TupleType, Type, get_proper_type
 
@@ -34,10 +35,18 @@ from spmd_mypy.fixes import Operand
 from spmd_mypy.global_mode import refine
 from spmd_mypy.gradients import carries_no_gradient
 from spmd_mypy.inference import ABSENT, Actual, Everywhere, OpCall, choices, on_axis, op_result
-from spmd_mypy.representation import contains_tensor, has_spmd, members, result_type, spmd_members, tensor_instance
+from spmd_mypy.representation import (
+    contains_tensor,
+    has_spmd,
+    members,
+    result_type,
+    spmd_members,
+    tensor_instance,
+    typed_tensors_in,
+)
 from spmd_stubs import core
 from spmd_stubs.core import SpmdTypeError
-from spmd_stubs.core.torch_ops import BINARY_OPERATORS, Op, lookup, out_of_place
+from spmd_stubs.core.torch_ops import BINARY_OPERATORS, CONSTANT_FACTORIES, Op, lookup, out_of_place
 
 _REFLECTED = {f"__r{word}__": word for word in BINARY_OPERATORS}
 
@@ -256,16 +265,34 @@ def _is_zero(expr: Expression) -> bool:
     return isinstance(expr, (IntExpr, FloatExpr)) and expr.value == 0
 
 
+def _expected_spmd(api: CheckerPluginInterface) -> bool:
+    """Whether the expression being typed is expected to have an SPMD type (a declared target or parameter)."""
+    expected = api.expr_checker.type_context[-1]  # type: ignore[attr-defined]
+    return expected is not None and bool(typed_tensors_in(expected))
+
+
 def _unmodelled(
     api: CheckerPluginInterface, context: Context, name: str, operands: list[Type], default: Type, config: Config
 ) -> Type:
     """An op the table does not model: unknown result, reported in strict mode when it makes tensors."""
-    if config.strict and contains_tensor(default) and any(has_spmd(t) for t in operands):
-        report.fail(
-            api,
-            context,
-            f"{name} is not modelled by the SPMD checker, so its result's SPMD type is unknown. "
-            "Fix: x = assert_type(x, <type>@<axis>) on the result, or add the op's record to spmd_stubs/core/torch_ops/table.py.",
-            errorcodes.UNMODELLED,
+    if not config.strict or not contains_tensor(default) or not any(has_spmd(t) for t in operands):
+        return default
+    if name in CONSTANT_FACTORIES:
+        if _expected_spmd(api):
+            return default  # ``buf: Tensor[S(0)@tp] = torch.empty_like(x)``: the declaration states it
+        typed = next(t for t in operands if has_spmd(t))
+        shown = format_type_bare(typed, api.options)
+        message = (
+            f"{name} takes only the shape of its {shown} operand, not its values, so its result's SPMD type is "
+            "what is written into it later, which the checker cannot tell here. Fix: declare the variable that "
+            f"holds it with that type (`buf: {shown} = torch.{name}(x)` where it will hold values laid out like "
+            "the operand's; the layout of what a collective or an in-place write puts in it otherwise)."
         )
+    else:
+        message = (
+            f"{name} is not modelled by the SPMD checker, so its result's SPMD type is unknown. "
+            "Fix: x = assert_type(x, <type>@<axis>) on the result, or add the op's record to "
+            "spmd_stubs/core/torch_ops/table.py."
+        )
+    report.fail(api, context, message, errorcodes.UNMODELLED)
     return default

@@ -19,8 +19,9 @@ bias).  A type chosen by a run-time flag is
 gets a module-level alias chosen by ``spmd_stubs.flags.sequence_parallel``,
 one type in each configuration the checker runs (docs/checker.md#configurations).  A result that
 is a fixed tuple (an autograd Function's ``backward``, one gradient per
-input of ``forward``) is ``return = { tuple = ["I@tp", "None"] }``: each item
-a type, or ``"None"`` alone.  An entry that matches nothing is an error: the
+input of ``forward``; megatron's layers' ``(output, bias)``) is ``return = {
+tuple = ["I@tp", "None"] }``: each item a type, a type a flag chooses, or
+``"None"`` alone.  An entry that matches nothing is an error: the
 overlay went stale against the code.
 
 Overlays for fairscale and megatron-core ship in the package
@@ -89,18 +90,22 @@ class SpmdType:
 
 @dataclass(frozen=True)
 class SpmdTuple:
-    """A fixed tuple result: each item a tensor type (or union), or None."""
+    """A fixed tuple result: each item a tensor type (or union), a type a flag chooses, or None."""
 
-    items: tuple["SpmdType | None", ...]
+    items: tuple["SpmdType | SpmdChoice | None", ...]
 
     @classmethod
     def parse(cls, value: Any, where: str) -> "SpmdTuple":
         if set(value) != {"tuple"} or not isinstance(value["tuple"], list) or not value["tuple"]:
             raise OverlayError(f"{where}: a tuple result is written {{ tuple = [\"I@tp\", \"None\"] }}")
         return cls(tuple(
-            None if item == "None" else SpmdType.parse(item, f"{where}[{index}]")
+            None if item == "None" else _parse_type(item, f"{where}[{index}]")
             for index, item in enumerate(value["tuple"])
         ))
+
+    def choices(self) -> list["SpmdChoice"]:
+        """The items a flag chooses: each needs its module-level alias."""
+        return [item for item in self.items if isinstance(item, SpmdChoice)]
 
     def annotation(self, spelling: Spelling = Spelling.AT) -> str:
         """``tuple[Tensor[I@tp], None]``."""
@@ -248,8 +253,10 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         self._choices: dict[str, SpmdChoice] = {}
 
     def _use(self, spmd_type: Declared) -> None:
-        if isinstance(spmd_type, SpmdChoice):
-            self._choices[spmd_type.annotation()] = spmd_type
+        chosen = [spmd_type] if isinstance(spmd_type, SpmdChoice) else \
+            spmd_type.choices() if isinstance(spmd_type, SpmdTuple) else []
+        for choice in chosen:
+            self._choices[choice.annotation()] = choice
             AddImportsVisitor.add_needed_import(self.context, "spmd_stubs")
         add_imports(self.context, spmd_type, self.spelling)
 

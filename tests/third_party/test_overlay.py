@@ -170,3 +170,25 @@ def test_inferred_overlays_write_choices_back_as_they_are_read(tmp_path: Path) -
     overlays = load_overlays([spec])
     (tmp_path / "again.toml").write_text(overlay_toml(overlays))
     assert load_overlays([tmp_path / "again.toml"]) == overlays
+
+
+TUPLE_CHOICE_SPEC = textwrap.dedent('''\
+    [modules."pkg.layers".functions]
+    "Column.forward" = { input_ = "I@tp", return = { tuple = [{ if = "gather_output", then = "I@tp", else = "S(-1)@tp" }, ["S(0)@tp", "None"]] } }
+    ''')
+
+
+def test_a_tuple_item_may_be_chosen_by_a_flag(tmp_path: Path) -> None:
+    """megatron's layers return ``(output, bias)``: the output's layout is the flag's, the bias's fixed."""
+    spec = tmp_path / "tuple.toml"
+    spec.write_text(TUPLE_CHOICE_SPEC)
+    overlays = load_overlays([spec])
+    code = apply_overlay(SOURCE, "pkg.layers", overlays["pkg.layers"])
+    lines = code.splitlines()
+    alias = "_spmd_gather_output_I_tp_S_m1_tp = Tensor[I[tp]] if spmd_stubs.flags.gather_output else Tensor[S[-1, tp]]"
+    assert lines.index(alias) < lines.index("class Column(torch.nn.Module):")
+    assert ("def forward(self, input_: Tensor[I@tp], flag=True) -> "
+            "tuple[_spmd_gather_output_I_tp_S_m1_tp, Tensor[S(0)@tp] | None]:") in code
+    compile(code, "layers.py", "exec")
+    (tmp_path / "again.toml").write_text(overlay_toml(overlays))
+    assert load_overlays([tmp_path / "again.toml"]) == overlays

@@ -24,7 +24,7 @@ from mypy.plugin import CheckerPluginInterface, FunctionSigContext, MethodContex
 from mypy.typeops import bind_self
 from mypy.types import CallableType, FunctionLike, Instance, Type, get_proper_type
 
-from spmd_mypy import report, untyped_boundaries
+from spmd_mypy import report, torch_modules, untyped_boundaries
 from spmd_mypy.fullnames import MODULE
 from spmd_mypy.inference import type_of
 from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, typed_tensors_in, union_of, with_spmd
@@ -127,9 +127,15 @@ class _AddAxes(TensorTranslator):
 def module_call_hook(strict: bool) -> Callable[[MethodContext], Type]:
     """``module(x)``: nn.Module.__call__ returns Any; check the call against ``forward`` instead.
 
-    Only where SPMD types are involved (``forward`` declares them, or a typed
-    tensor is passed): elsewhere mypy's own verdict on the call stands, so
-    the plugin changes nothing on untyped modules.  In strict mode a typed
+    A torch module in the table (``nn.Linear``, or a subclass that keeps its
+    ``forward``) is judged as its functional form instead
+    (:mod:`spmd_mypy.torch_modules`).  One whose items are not known
+    (``nn.Sequential``, a value typed plain ``nn.Module``) gives an unknown
+    result, and any other torch module an unmodelled one: strict mode reports
+    a typed tensor passed to either.  Otherwise only where SPMD types are
+    involved (``forward`` declares them, or a typed tensor is passed):
+    elsewhere mypy's own verdict on the call stands, so the plugin changes
+    nothing on untyped modules.  In strict mode a typed
     tensor passed to a module whose ``forward`` has no annotations is reported
     (:func:`spmd_mypy.untyped_boundaries.unannotated_module`).
     """
@@ -138,6 +144,16 @@ def module_call_hook(strict: bool) -> Callable[[MethodContext], Type]:
         receiver = get_proper_type(ctx.type)
         if not isinstance(receiver, Instance) or not _calls_module_call(receiver):
             return ctx.default_return_type
+        form = torch_modules.form_of(receiver)
+        typed = torch_modules.typed_call(ctx, receiver, form) if form is not None else None
+        if typed is not None:
+            return typed
+        if torch_modules.has_unknown_items(receiver):
+            if strict:
+                untyped_boundaries.unknown_items(ctx, receiver)
+            return ctx.default_return_type
+        if strict and torch_modules.is_unmodelled(receiver):
+            torch_modules.report_unmodelled(ctx, receiver)
         forward = _forward_type(receiver)
         if forward is None and strict and receiver.type.get("forward") is not None:
             untyped_boundaries.unannotated_module(ctx, receiver)

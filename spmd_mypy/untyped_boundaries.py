@@ -5,6 +5,11 @@ A typed tensor's SPMD type is lost, silently without strict mode, where it
 * is passed to a parameter that is unannotated, or typed plain
   ``torch.Tensor`` (a helper, a method, a typed library's function);
 * is passed to a module whose ``forward`` is unannotated (``self.mlp(x)``);
+* is passed to a torch module (``nn.Linear``) whose parameter has no SPMD type
+  (:mod:`spmd_mypy.torch_modules`): the result is judged without it;
+* is passed to a module whose items the checker does not know: an
+  ``nn.Sequential``, or a value typed plain ``nn.Module`` (an item of an
+  ``nn.ModuleList``);
 * is passed to untyped third-party code, a name from an import mypy could
   not resolve (a kernel such as ``flash_attn_func``), or to another value
   mypy infers ``Any`` (an attribute holding such a kernel): its result is ``Any``;
@@ -31,6 +36,7 @@ from mypy.plugin import CheckerPluginInterface, FunctionContext, MethodContext
 from mypy.types import AnyType, CallableType, Instance, TupleType, Type, TypeOfAny, get_proper_type
 
 from spmd_mypy import errorcodes, report
+from spmd_mypy.fullnames import MODULE
 from spmd_mypy.representation import members, spmd_of, tensor_instance, typed_tensors_in
 from spmd_mypy.wrappers import wrapped_value
 
@@ -43,6 +49,9 @@ class Boundary(Enum):
     UNANNOTATED_PARAMETER = "unannotated parameter"
     PLAIN_PARAMETER = "parameter typed plain torch.Tensor"
     UNANNOTATED_MODULE = "module with an unannotated forward"
+    UNTYPED_MODULE_PARAMETER = "torch module's untyped parameter"
+    MODULE_CONTAINER = "module container"
+    PLAIN_MODULE = "module typed plain nn.Module"
     THIRD_PARTY = "untyped third-party call"
     UNTYPED_VALUE = "call of an untyped value"
     UNANNOTATED_RETURN = "unannotated return"
@@ -129,6 +138,45 @@ def unannotated_module(ctx: MethodContext, receiver: Instance) -> None:
               f"`{name}` takes {', '.join(_shown(t, ctx.api) for t in typed)}, {Boundary.UNANNOTATED_MODULE.phrase}: "
               f"`{name}.forward` has no annotations, so the result is unknown. Fix: annotate `{name}.forward`'s "
               "parameters and return with SPMD types (`spmd-migrate --infer` writes them).")
+
+
+def untyped_module_parameters(ctx: MethodContext, module: str, op: str, parameters: list[str], taken: Type) -> None:
+    """``module(x)`` with a typed ``x`` where the torch module's ``parameters`` have no SPMD type (strict)."""
+    axes = sorted({axis for tensor in typed_tensors_in(taken) for axis, _ in tensor.axes})
+    on_axes = ", ".join(f"axis {axis}" for axis in axes)
+    named = ", ".join(f"`{p}`" for p in parameters)
+    have, them = ("has", "it") if len(parameters) == 1 else ("have", "them")
+    example = ", ".join(f"<type>@{axis}" for axis in axes)
+    declarations = "; ".join(f"{p}: Tensor[{example}]" for p in parameters)
+    without_bias = " (`bias: None` where it has none)" if "bias" in parameters else ""
+    _fail(ctx.api, ctx.context,
+          f"`{module}`'s {named} {have} no SPMD type on {on_axes}, {Boundary.UNTYPED_MODULE_PARAMETER.phrase}: "
+          f"the {_shown(taken, ctx.api)} it takes is judged by {op} with {them} unknown, so the input alone "
+          f"decides the result's type. Fix: declare `{declarations}`{without_bias} on a subclass of {module} and "
+          "build the module from it (docs/spec.md#torchnn-modules).")
+
+
+def unknown_items(ctx: MethodContext, receiver: Instance) -> None:
+    """``module(x)`` with a typed ``x`` where the module runs items the checker does not know (strict)."""
+    typed = [typ for types in ctx.arg_types for typ in types if typed_tensors_in(typ)]
+    if not typed:
+        return
+    axes = sorted({axis for typ in typed for tensor in typed_tensors_in(typ) for axis, _ in tensor.axes})
+    state = "y = assert_type(y, " + ", ".join(f"<type>@{axis}" for axis in axes) + ")"
+    taken = ", ".join(_shown(t, ctx.api) for t in typed)
+    callee = ctx.context.callee if isinstance(ctx.context, CallExpr) else None
+    name = _dotted(callee) if callee is not None else receiver.type.name
+    if receiver.type.fullname == MODULE:
+        _fail(ctx.api, ctx.context,
+              f"`{name}` takes {taken}, {Boundary.PLAIN_MODULE.phrase}: its class, and so its forward, is not known "
+              "statically (an item of an nn.ModuleList or nn.ModuleDict is typed so), so the result is unknown. "
+              f"Fix: narrow it to its class (`assert isinstance({name}, Block)`, Block's forward annotated with SPMD "
+              f"types), or state the result's type: {state}.")
+        return
+    _fail(ctx.api, ctx.context,
+          f"`{name}` takes {taken}, {Boundary.MODULE_CONTAINER.phrase}: it runs its items in turn, which the "
+          "checker does not know statically, so the result is unknown. Fix: call the layers one by one "
+          f"(`x = self.up(x)`) in a forward annotated with SPMD types, or state the result's type: {state}.")
 
 
 # --------------------------------------------------------------------------

@@ -42,4 +42,4 @@ class Model(nn.Module):
         self.column(x)  # E: arg-type expected "Tensor[V@dp, R@tp]"
         self.column(p, 1)  # E: call-arg # E: arg-type
         reveal_type(self.untyped(x))  # N: Any
-        reveal_type(self.linear(x))  # N: Tensor[Any]
+        reveal_type(self.linear(x))  # N: Tensor[V@dp, I@tp]

@@ -98,7 +98,7 @@ class Attention(torch.nn.Module):
     def forward(self, q: Tensor[S(1)@tp], explicit: Any) -> None:
         self.attn(q)  # E: spmd-untyped-boundary `self.attn` takes Tensor[S(1)@tp], lost at an untyped third-party call
         self.kernel(q)  # E: spmd-untyped-boundary `self.kernel` takes Tensor[S(1)@tp], lost at a call of an untyped value In `self.kernel(q)`: mypy infers it Any
-        self.proj(q)
+        self.proj(q)  # E: spmd-untyped-boundary `nn.Linear`'s `weight`, `bias` have no SPMD type on axis tp
         explicit(q)
         kernel = flash_attn_func
         kernel(q)  # E: spmd-untyped-boundary `kernel` takes Tensor[S(1)@tp], lost at an untyped third-party call

@@ -4,7 +4,7 @@ from typing import Optional
 import torch.nn.functional as F
 from torch import nn
 
-from spmd_stubs import R, S, Tensor
+from spmd_stubs import R, S, Tensor, V
 from spmd_stubs.axes import tp
 
 
@@ -25,3 +25,11 @@ def reads(m: ColumnLinear) -> None:
     reveal_type(m.bias)  # N: Tensor[S(0)@tp] | None
     m.weight = nn.Parameter(m.weight)
 
+
+
+class NoBias(nn.Linear):
+    weight: Tensor[S(1)@tp]
+    bias: None
+
+    def forward(self, x: Tensor[S(-1)@tp]) -> Tensor[V@tp]:
+        return F.linear(x, self.weight, self.bias)

@@ -40,6 +40,7 @@ from spmd_mypy import (
 )
 from spmd_mypy.annotations import analyze_spmd_tensor, shard_outside_tensor
 from spmd_mypy.config import Config
+from spmd_mypy.configurations import instances
 from spmd_mypy.configurations import members as enum_members
 from spmd_mypy.configurations import unset_flags
 from spmd_mypy.fullnames import (
@@ -129,8 +130,11 @@ def _boundary(fullname: str, settings: Config) -> Hook | None:
     return untyped_boundaries.call_hook(fullname)
 
 
-def _polymorphic_signature(fullname: str, _settings: Config) -> Hook | None:
-    return None if fullname.startswith(NOT_USER_CODE) else signatures.signature_hook
+def _polymorphic_signature(fullname: str, settings: Config) -> Hook | None:
+    """A user function's or class's: judged where its flag literals agree with the configuration."""
+    if fullname.startswith(NOT_USER_CODE):
+        return None
+    return instances.judged_where_agreeing(signatures.signature_hook, settings.configurations)
 
 
 def _raw_collectives(module: str) -> tuple[str, Make]:

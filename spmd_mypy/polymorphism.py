@@ -25,6 +25,7 @@ from mypy.typeops import bind_self
 from mypy.types import CallableType, FunctionLike, Instance, Type, get_proper_type
 
 from spmd_mypy import report, torch_modules, untyped_boundaries
+from spmd_mypy.configurations import instances
 from spmd_mypy.fullnames import MODULE
 from spmd_mypy.inference import type_of
 from spmd_mypy.representation import TensorTranslator, spmd_members, spmd_of, typed_tensors_in, union_of, with_spmd
@@ -141,6 +142,9 @@ def module_call_hook(strict: bool) -> Callable[[MethodContext], Type]:
     """
 
     def hook(ctx: MethodContext) -> Type:
+        unjudged = instances.unjudged_module_call(ctx)  # a flag its construction decides otherwise
+        if unjudged is not None:
+            return unjudged
         receiver = get_proper_type(ctx.type)
         if not isinstance(receiver, Instance) or not _calls_module_call(receiver):
             return ctx.default_return_type

@@ -36,7 +36,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Union
 
-from mypy.nodes import ComparisonExpr, Expression, IntExpr, MemberExpr, NameExpr, OpExpr, StrExpr, UnaryExpr
+from mypy.nodes import (
+    ComparisonExpr,
+    Expression,
+    IntExpr,
+    MemberExpr,
+    NameExpr,
+    OpExpr,
+    StrExpr,
+    TypeInfo,
+    UnaryExpr,
+)
 
 from spmd_mypy.configurations.declared import FlagValue, Member, by_enum_type, enum_member
 
@@ -112,22 +122,22 @@ def _comparison(condition: ComparisonExpr, place: Place) -> bool | None:
     for flag_side, other in sides:
         value, constant = place.value(flag_side), _constant(other, place)
         if value is not None and not isinstance(constant, _Unknown):
-            same = _same(value, constant)
+            same = same_value(value, constant)
             if same is not None:
                 return same if _EQUAL[operator] else not same
     for value_side, other in sides:
         constant = _constant(other, place)
-        if (isinstance(constant, _Member) and constant.class_name in place.by_type
+        if (isinstance(constant, WrittenMember) and constant.class_name in place.by_type
                 and isinstance(_constant(value_side, place), _Unknown) and place.flag(value_side) is None):
             same = place.by_type[constant.class_name].name == constant.name
             return same if _EQUAL[operator] else not same
     return None
 
 
-def _same(value: FlagValue, constant: Constant) -> bool | None:
+def same_value(value: FlagValue, constant: Constant) -> bool | None:
     """Whether a flag's value is the constant compared with; None where the comparison says nothing."""
     member = enum_member(value)
-    if isinstance(constant, _Member):
+    if isinstance(constant, WrittenMember):
         if member is not None:
             return member.name == constant.name if member.class_name == constant.class_name else None
         return value == constant.name  # an unqualified name matches any class's member of that name
@@ -137,7 +147,7 @@ def _same(value: FlagValue, constant: Constant) -> bool | None:
 
 
 @dataclass(frozen=True)
-class _Member:
+class WrittenMember:
     """An enum member as written: its class's own name (imports resolved) and its name."""
 
     class_name: str
@@ -149,7 +159,20 @@ class _Unknown:
 
 
 _UNKNOWN = _Unknown()
-Constant = Union[bool, int, str, None, _Member]
+Constant = Union[bool, int, str, None, WrittenMember]
+
+
+def literal_constant(expr: Expression) -> Constant | None:
+    """The value a literal a flag may take writes: ``True``/``False``, a number, a string, an enum member
+    (its class as the analysed tree resolves it); None for anything else (``None`` included)."""
+    names: dict[str, str] = {}
+    if isinstance(expr, MemberExpr):
+        owner = expr.expr
+        if not (isinstance(owner, (NameExpr, MemberExpr)) and isinstance(owner.node, TypeInfo) and owner.node.is_enum):
+            return None  # ``self.other``, ``config.mode``: a value, not a member
+        names[owner.name] = owner.node.name
+    constant = _constant(expr, Place({}, class_names=names))
+    return None if isinstance(constant, _Unknown) else constant
 
 
 def _constant(expr: Expression, place: Place) -> Constant | _Unknown:
@@ -162,5 +185,5 @@ def _constant(expr: Expression, place: Place) -> Constant | _Unknown:
         # Mode.REDUCE_SCATTER, module.Mode.REDUCE_SCATTER, an imported alias's: a class's member, not self.other
         name = place.class_names.get(owner.name, owner.name) if isinstance(owner, NameExpr) else owner.name
         if name[:1].isupper() or name in place.by_type:
-            return _Member(name, expr.name)
+            return WrittenMember(name, expr.name)
     return _UNKNOWN

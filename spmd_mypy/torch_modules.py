@@ -62,12 +62,13 @@ def is_unmodelled(receiver: Instance) -> bool:
 
 
 def typed_call(ctx: MethodContext, receiver: Instance, form: ModuleForm) -> Type | None:
-    """``module(x)`` judged as the form's op; None where the call is not ``module(x)`` with one input."""
+    """``module(x)`` judged as the form's op; None where the call is not ``module(x)`` with one input, or
+    where nothing in it is typed (mypy's own verdict stands on untyped code)."""
     argument = _argument(ctx)
     if argument is None:
         return None
     if form.op is None:
-        return argument.type
+        return argument.type if typed_tensors_in(argument.type) else None
     config = state_of(ctx.api).settings
     declared = {name: _declared(receiver.type, name) for name in form.attributes}
     if config.strict and typed_tensors_in(argument.type):
@@ -84,8 +85,7 @@ def typed_call(ctx: MethodContext, receiver: Instance, form: ModuleForm) -> Type
     # A module's settings (dim, normalized_shape) are not read: a shape rule that needs them has none here.
     refine = refiner(ctx.api, ctx.context, record, form.op, CallArgs({}, None))
     call = OpCall(form.op, operands, ctx.context, ctx.api, config, record, refine)
-    typed = op_result(call, declared_result(ctx.default_return_type, [argument.type, *attributes.values()]))
-    return typed if typed is not None else declared_result(ctx.default_return_type, [argument.type])
+    return op_result(call, declared_result(ctx.default_return_type, [argument.type, *attributes.values()]))
 
 
 def report_unmodelled(ctx: MethodContext, receiver: Instance) -> None:

@@ -54,6 +54,12 @@ def plain_modules(x: Tensor[R@tp, V@dp], v: Tensor[V@tp], ids: Tensor[R@tp], s: 
     reveal_type(nn.ReLU6()(v))  # N: Tensor[V@tp]
     reveal_type(nn.Identity()(s))  # N: Tensor[S(0)@tp]
     reveal_type(nn.Sequential(nn.GELU())(x))  # N: Any
+    reveal_type(nn.Conv1d(8, 8, 3)(v))  # N: Tensor[Any]
+
+
+def untyped_calls_keep_mypys_verdict(t: torch.Tensor) -> None:
+    reveal_type(nn.Linear(8, 8)(t))  # N: Any
+    reveal_type(nn.Identity()(t))  # N: Any
 
 
 class MLP(nn.Module):

@@ -141,7 +141,10 @@ def unannotated_module(ctx: MethodContext, receiver: Instance) -> None:
 
 
 def untyped_module_parameters(ctx: MethodContext, module: str, op: str, parameters: list[str], taken: Type) -> None:
-    """``module(x)`` with a typed ``x`` where the torch module's ``parameters`` have no SPMD type (strict)."""
+    """``module(x)`` with a typed ``x`` where the torch module's ``parameters`` have no SPMD type (strict).
+
+    ``module`` is ``nn.Linear`` for torch's own class (declared on a subclass), else the user's subclass
+    (declared on it)."""
     axes = sorted({axis for tensor in typed_tensors_in(taken) for axis, _ in tensor.axes})
     on_axes = ", ".join(f"axis {axis}" for axis in axes)
     named = ", ".join(f"`{p}`" for p in parameters)
@@ -149,11 +152,11 @@ def untyped_module_parameters(ctx: MethodContext, module: str, op: str, paramete
     example = ", ".join(f"<type>@{axis}" for axis in axes)
     declarations = "; ".join(f"{p}: Tensor[{example}]" for p in parameters)
     without_bias = " (`bias: None` where it has none)" if "bias" in parameters else ""
+    where = f"on a subclass of {module} and build the module from it" if module.startswith("nn.") else f"on {module}"
     _fail(ctx.api, ctx.context,
           f"`{module}`'s {named} {have} no SPMD type on {on_axes}, {Boundary.UNTYPED_MODULE_PARAMETER.phrase}: "
-          f"the {_shown(taken, ctx.api)} it takes is judged by {op} with {them} unknown, so the input alone "
-          f"decides the result's type. Fix: declare `{declarations}`{without_bias} on a subclass of {module} and "
-          "build the module from it (docs/spec.md#torchnn-modules).")
+          f"the {_shown(taken, ctx.api)} it takes is judged by {op} with {them} unknown there. Fix: declare `{declarations}`{without_bias} {where} "
+          "(docs/spec.md#torchnn-modules).")
 
 
 def unknown_items(ctx: MethodContext, receiver: Instance) -> None:

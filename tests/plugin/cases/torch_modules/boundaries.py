@@ -29,7 +29,7 @@ def plain_linear(x: Tensor[I@tp]) -> None:
 
 def declared(x: Tensor[R@tp, V@dp], r: Tensor[R@tp, R@dp], untyped: object) -> None:
     reveal_type(ColumnLinear(8, 8)(x))  # N: Tensor[V@dp, V@tp]
-    WeightOnly(8, 8)(r)  # E: spmd-untyped-boundary `WeightOnly`'s `bias` has no SPMD type on axis dp, axis tp # E: spmd-missing-axis operand 1 of linear is Tensor[S(0)@tp], which does not mention axis dp
+    WeightOnly(8, 8)(r)  # E: spmd-untyped-boundary `WeightOnly`'s `bias` has no SPMD type on axis dp, axis tp, lost at a torch module's untyped parameter In `WeightOnly(8, 8)(r)`: the Tensor[R@dp, R@tp] it takes is judged by linear with it unknown there. Fix (needs your choice): declare `bias: Tensor[<type>@dp, <type>@tp]` (`bias: None` where it has none) on WeightOnly # E: spmd-missing-axis operand 1 of linear is Tensor[S(0)@tp], which does not mention axis dp
     nn.Linear(8, 8)(untyped)
     nn.GELU()(x)
 

@@ -15,7 +15,10 @@ spmd.flags.sequence_parallel else Tensor[I[tp]]``) is one type per
 configuration; a flag no configuration sets is reported where such an
 alias reads it (:mod:`.unset_flags`).  ``spmd-check`` (:mod:`.cli`) runs
 mypy once per configuration and prints each diagnostic once, labelled with
-the configurations it occurs in (:mod:`.merge`).
+the configurations it occurs in (:mod:`.merge`).  A literal passed to a parameter named after
+a flag decides it for that call or for the object a constructor builds,
+whose calls are then judged only in the configurations that agree
+(:mod:`.instances`, :mod:`.receivers`).
 
 :mod:`.declared` and :mod:`.merge` import nothing from mypy; :mod:`.cli` and :mod:`.report` read
 mypy's options and write through mypy's own output code.

@@ -14,7 +14,7 @@ callee is defined outside installed packages), decides that flag
   its function is one, or ``self.head`` where every ``self.head = ...`` in
   the methods of its class, of its bases and of its subclasses in the
   module, and every ``head = ...`` in their bodies, is one, and the module
-  assigns ``.head`` on no other object.  Every such construction must pass
+  assigns ``.head`` on nothing but a method's ``self`` (:mod:`.receivers`).  Every such construction must pass
   the same literal; otherwise the flag is undecided for the object.
 
 In a run whose configuration gives the flag another value the call is not
@@ -41,6 +41,7 @@ from typing import Callable, Mapping, Sequence, Union
 from mypy.argmap import map_actuals_to_formals
 from mypy.nodes import (
     CallExpr,
+    Decorator,
     Expression,
     FuncDef,
     NameExpr,
@@ -48,7 +49,7 @@ from mypy.nodes import (
     TypeInfo,
 )
 from mypy.plugin import CheckerPluginInterface, FunctionSigContext, MethodContext, MethodSigContext
-from mypy.typeops import type_object_type
+from mypy.typeops import bind_self, type_object_type
 from mypy.types import AnyType, CallableType, FunctionLike, Instance, Type, TypeOfAny, get_proper_type
 
 from spmd_mypy import errorcodes, report
@@ -92,26 +93,36 @@ def judged_where_agreeing(judge: SignatureHook, configurations: tuple[Configurat
 
 
 def unjudged_module_call(ctx: MethodContext) -> Type | None:
-    """``module(x)`` on an object whose construction's literals disagree with the configuration: ``Any``,
-    nothing checked; None where it is judged."""
+    """``module(x)`` where its object's constructions, or its own arguments to ``forward``, decide a flag
+    otherwise than the configuration: ``Any``, nothing checked; None where it is judged."""
     receiver = get_proper_type(ctx.type)
-    if not isinstance(receiver, Instance) or not isinstance(ctx.context, CallExpr) or not _takes_a_flag(
-            receiver.type, ctx.api):
-        return None  # most calls: no construction of the receiver's class could decide a flag
-    decision = _object_decision(ctx.context.callee, ctx.api)
+    flags = _flags(ctx.api)
+    if not flags or not isinstance(receiver, Instance) or not isinstance(ctx.context, CallExpr):
+        return None
+    constructor = get_proper_type(type_object_type(receiver.type, ctx.api.named_type))  # type: ignore[attr-defined]
+    forward = _forward(receiver)
+    decision: dict[str, tuple[Constant, Expression]] = {}
+    if isinstance(constructor, CallableType) and not flags.isdisjoint(constructor.arg_names):
+        decision.update(_object_decision(ctx.context.callee, ctx.api))
+    if forward is not None and not flags.isdisjoint(forward.arg_names):
+        called = _mapped(ctx.context, forward, ctx.api)
+        _report_uncovered(ctx.api, called, state_of(ctx.api).settings.configurations)
+        if _disagrees(called, _active(ctx.api)):
+            return _UNJUDGED
+        decision.update(called)
     if _disagrees(decision, _active(ctx.api)):
         return _UNJUDGED
     _report_crossings(ctx.api, decision, ctx.context)
     return None
 
 
-def _takes_a_flag(info: TypeInfo, api: CheckerPluginInterface) -> bool:
-    """Whether ``info``'s constructor has a parameter named after a flag some configuration sets."""
-    flags = _flags(api)
-    if not flags:
-        return False
-    constructor = get_proper_type(type_object_type(info, api.named_type))  # type: ignore[attr-defined]
-    return isinstance(constructor, CallableType) and not flags.isdisjoint(constructor.arg_names)
+def _forward(receiver: Instance) -> CallableType | None:
+    """The receiver's ``forward``, bound to it, where its class defines one with a signature."""
+    method = receiver.type.get_method("forward")
+    node = method.func if isinstance(method, Decorator) else method
+    signature = node.type if isinstance(node, FuncDef) else None
+    bound = bind_self(signature, receiver) if isinstance(signature, CallableType) else None
+    return bound if isinstance(bound, CallableType) else None
 
 
 def _flags(api: CheckerPluginInterface) -> set[str]:
@@ -183,13 +194,15 @@ def _unwrapped(expr: Expression) -> Expression:
 
 
 def _call_decision(call: CallExpr, api: CheckerPluginInterface) -> Decision:
-    """What ``call`` decides: a module call's object, else a function's literals."""
-    decided = _object_decision(call.callee, api)
+    """What ``call`` decides: a module call's object and arguments to ``forward``, or a function's literals."""
     callee = api.lookup_type_or_none(call.callee)  # type: ignore[attr-defined]
     proper = get_proper_type(callee) if callee is not None else None
-    if decided or not isinstance(proper, CallableType) or proper.is_type_obj():
-        return decided
-    return _mapped(call, proper, api)
+    if isinstance(proper, Instance):
+        forward = _forward(proper)
+        return {**_object_decision(call.callee, api), **(_mapped(call, forward, api) if forward is not None else {})}
+    if isinstance(proper, CallableType) and not proper.is_type_obj():
+        return _mapped(call, proper, api)
+    return {}
 
 
 def _as_written(value: Constant) -> str:

@@ -33,6 +33,7 @@ from mypy.nodes import (
     OperatorAssignmentStmt,
     StarExpr,
     Statement,
+    TempNode,
     TupleExpr,
     TypeInfo,
     WithStmt,
@@ -86,6 +87,8 @@ def _related(info: TypeInfo | None, owner: TypeInfo) -> bool:
 def _bindings(statement: Statement) -> list[tuple[Expression, Expression | None]]:
     """The targets ``statement`` itself binds, each with its value (None where it is not a plain assignment)."""
     if isinstance(statement, AssignmentStmt):
+        if isinstance(statement.rvalue, TempNode):
+            return []  # ``head: Column``: an annotation binds nothing
         return [(target, statement.rvalue if target is lvalue else None)
                 for lvalue in statement.lvalues for target in _flattened(lvalue)]
     if isinstance(statement, OperatorAssignmentStmt):

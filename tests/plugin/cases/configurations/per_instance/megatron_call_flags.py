@@ -54,3 +54,37 @@ class Block(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.out = Row(skip_bias_add=True)  # E: spmd-configuration skip_bias_add=True is given by no configuration
+
+
+class Gather(nn.Module):
+    """The flag as an argument of a module call: ``self.gather(x, tensor_parallel_output_grad=False)``."""
+
+    def forward(self, input_: Tensor[S(0)@tp], tensor_parallel_output_grad: bool = True) -> Gathered:
+        return gather_from_sequence_parallel_region(input_, tensor_parallel_output_grad)
+
+
+class Whole(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gather = Gather()
+
+    def forward(self, x: Tensor[S(0)@tp]) -> Tensor[I@tp]:
+        return self.gather(x, tensor_parallel_output_grad=False)
+
+
+class WholeAsSummed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gather = Gather()
+
+    def forward(self, x: Tensor[S(0)@tp]) -> Tensor[R@tp]:
+        return self.gather(x, tensor_parallel_output_grad=False)  # E[ng]: return-value
+
+
+def gathered_twice(x: Tensor[S(0)@tp]) -> Tensor[I@tp]:
+    """A value from a call judged where the flag is true passed to one judged where it is false: each run
+    sees one side as unknown, so only strict mode tells that the gathered value is gathered again."""
+    gathered = gather_from_sequence_parallel_region(x)
+    return gather_from_sequence_parallel_region(
+        gathered, tensor_parallel_output_grad=False)  # E[ng]: spmd-configuration no configuration checks it between
+

@@ -29,6 +29,9 @@ class Column(nn.Module):
 
 
 class Model(nn.Module):
+    hidden: Column
+    head: Column
+
     def __init__(self) -> None:
         super().__init__()
         self.hidden = Column(gather_output=False)

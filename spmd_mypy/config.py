@@ -37,6 +37,14 @@ Keys:
     Named sets of the run-time flags layers test (``sp = { sequence_parallel
     = true }``): a run checks one (``$SPMD_MYPY_CONFIGURATION``, else the
     first), ``spmd-check`` every one (:mod:`spmd_mypy.configurations`).
+``modules`` (default none)
+    The class a sub-module attribute holds at run time, in the form of
+    ``groups``: ``OWNER.attr: CLASS`` (picotron's
+    ``picotron.model.Attention.q_proj:
+    picotron.tensor_parallel.tensor_parallel.ColumnParallelLinear``), or
+    ``OWNER.attr[*]: CLASS`` for the items of an ``nn.ModuleList``,
+    ``nn.ModuleDict`` or ``nn.Sequential`` attribute.  Full names of classes;
+    reading the attribute gives the class (:mod:`spmd_mypy.runtime_classes`).
 
 Each flag can also be set in the environment, which wins over the file
 (``SPMD_MYPY_STRICT=true``): mypy hands its environment to every worker
@@ -64,7 +72,7 @@ SECTION = "spmd_mypy"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _FLAGS = ("strict", "allow_redefinition", "show_fixes")
-_TABLES = ("groups", "sizes", "collectives", "configurations")
+_TABLES = ("groups", "sizes", "collectives", "configurations", "modules")
 COLLECTIVE_PREFIX = "torch.distributed."
 
 
@@ -101,6 +109,21 @@ class AxisNames:
 
 
 @dataclass(frozen=True)
+class RuntimeClass:
+    """One ``modules`` entry: ``owner.attribute`` (its items, where ``items``) holds a ``cls`` at run time."""
+
+    owner: str
+    attribute: str
+    cls: str
+    items: bool = False
+
+    @property
+    def written(self) -> str:
+        """The entry's name as the settings write it (``picotron.model.Llama.decoder_layers[*]``)."""
+        return f"{self.owner}.{self.attribute}{'[*]' if self.items else ''}"
+
+
+@dataclass(frozen=True)
 class Config:
     strict: bool = False
     allow_redefinition: bool = True
@@ -112,13 +135,16 @@ class Config:
     configurations: tuple[declared.Configuration, ...] = ()
     configuration: declared.Configuration | None = None
     """The configuration this run checks (one of ``configurations``)."""
+    modules: tuple[RuntimeClass, ...] = ()
+    """The classes sub-module attributes hold at run time (:mod:`spmd_mypy.runtime_classes`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The settings verdicts depend on, in JSON's types (mypy's cache compares them as stored)."""
         active = self.configuration
         return {**asdict(self), "groups": self.groups.as_dict(), "sizes": self.sizes.as_dict(),
                 "collectives": dict(self.collectives), "configurations": None,
-                "configuration": None if active is None else {"name": active.name, "flags": dict(active.flags)}}
+                "configuration": None if active is None else {"name": active.name, "flags": dict(active.flags)},
+                "modules": {entry.written: entry.cls for entry in self.modules}}
 
 
 def environment_variable(flag: str) -> str:
@@ -187,7 +213,8 @@ def _load(config_file: str | None) -> Config:
     return Config(**{**flags, **_from_environment()}, groups=parse_axis_names("groups", section.get("groups", {})),
                   sizes=parse_axis_names("sizes", section.get("sizes", {})),
                   collectives=parse_collectives(section.get("collectives", {})),
-                  configurations=configurations, configuration=configuration)
+                  configurations=configurations, configuration=configuration,
+                  modules=parse_runtime_classes(section.get("modules", {})))
 
 
 def _unknown(key: str, value: object) -> str:
@@ -316,6 +343,16 @@ _COLLECTIVES_USAGE = (
     "(nanotron.distributed.all_gather_into_tensor: torch.distributed.all_gather_into_tensor)"
 )
 
+_MODULES_USAGE = (
+    "write each entry as OWNER.ATTRIBUTE: CLASS, with the full names of the owner class and of the class the "
+    "attribute holds at run time (picotron.model.Attention.q_proj: "
+    "picotron.tensor_parallel.tensor_parallel.ColumnParallelLinear), or OWNER.ATTRIBUTE[*]: CLASS for the items "
+    "of an nn.ModuleList, nn.ModuleDict or nn.Sequential (picotron.model.Llama.decoder_layers[*]: "
+    "picotron.model.DecoderLayer); in pyproject.toml quote each name"
+)
+_CLASS_FULLNAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+_OWNER_ATTRIBUTE = re.compile(r"(?P<owner>[A-Za-z_]\w*(\.[A-Za-z_]\w*)+)\.(?P<attribute>[A-Za-z_]\w*)(?P<items>\[\*\])?")
+
 
 def parse_axis_names(key: str, value: object) -> AxisNames:
     """``groups`` or ``sizes`` as written: a TOML table, or ``name: axis`` pairs separated by commas or newlines."""
@@ -348,6 +385,37 @@ def parse_collectives(value: object) -> tuple[tuple[str, str], ...]:
                               f"{target!r}; {_COLLECTIVES_USAGE}")
         declared.append((name, target))
     return tuple(declared)
+
+
+def parse_runtime_classes(value: object) -> tuple[RuntimeClass, ...]:
+    """``modules`` as written: ``OWNER.attr: CLASS`` (or ``OWNER.attr[*]: CLASS``) pairs, a TOML table in
+    pyproject.toml."""
+    declared, seen = [], set()
+    for name, target in _pairs("modules", value, _MODULES_USAGE, "class"):
+        if isinstance(target, dict):
+            unquoted = _first_dotted_key(name, target)
+            raise ConfigError(f"[{SECTION}] modules: {unquoted} is read by TOML as nested tables: quote the whole "
+                              f"name (\"{unquoted}\" = \"CLASS\"); {_MODULES_USAGE}")
+        match = _OWNER_ATTRIBUTE.fullmatch(name)
+        if match is None:
+            raise ConfigError(f"[{SECTION}] modules: {name!r} is not an owner class's full name and an attribute; "
+                              f"{_MODULES_USAGE}")
+        if not (isinstance(target, str) and _CLASS_FULLNAME.fullmatch(target.strip())):
+            raise ConfigError(f"[{SECTION}] modules: the class of {name!r} must be a class's full name, got "
+                              f"{target!r}; {_MODULES_USAGE}")
+        if name in seen:
+            raise ConfigError(f"[{SECTION}] modules: {name!r} is declared twice; keep one class for it")
+        seen.add(name)
+        declared.append(RuntimeClass(match.group("owner"), match.group("attribute"), target.strip(),
+                                     items=bool(match.group("items"))))
+    return tuple(declared)
+
+
+def _first_dotted_key(name: str, table: dict[str, Any]) -> str:
+    """``picotron`` and ``{"model": {"Attention": {"q_proj": ...}}}`` -> ``picotron.model.Attention.q_proj``."""
+    for key, value in table.items():
+        return _first_dotted_key(f"{name}.{key}", value) if isinstance(value, dict) else f"{name}.{key}"
+    return name
 
 
 def _pairs(key: str, value: object, usage: str, missing: str = "axis") -> list[tuple[str, object]]:

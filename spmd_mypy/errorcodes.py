@@ -3,7 +3,7 @@
 So ``# type: ignore[spmd-partial-mul]`` silences one rule and
 ``--disable-error-code spmd`` (or ``# type: ignore[spmd]``) all of them.
 The rule codes are the algebra's :class:`~spmd_stubs.core.Code`; the
-plugin adds six of its own.
+plugin adds seven of its own.
 """
 
 from mypy.errorcodes import ErrorCode
@@ -34,4 +34,7 @@ UNTYPED_BOUNDARY = ErrorCode(
 )
 CONFIGURATION = ErrorCode(
     "spmd-configuration", "A type is chosen by a flag that no configuration sets", "SPMD", sub_code_of=SPMD
+)
+SETTINGS = ErrorCode(
+    "spmd-settings", "A [spmd_mypy] setting names a class the build does not have", "SPMD", sub_code_of=SPMD
 )

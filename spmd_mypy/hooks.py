@@ -32,6 +32,7 @@ from spmd_mypy import (
     parameter_declarations,
     polymorphism,
     raw_collectives,
+    runtime_classes,
     scalars,
     signatures,
     typed_collectives,
@@ -242,6 +243,7 @@ ATTRIBUTES = HookTable(rules=(
     (f"{FLAGS_CLASS}.", lambda flag, settings: unset_flags.flag_hook(flag, settings.configurations)),
     (RETURN_TYPES, always(calls.named_field)),
     (ATTRIBUTE_PREFIX, _tensor_attribute),
+    ("", lambda fullname, settings: runtime_classes.attribute_hook(fullname.rpartition(".")[2], settings.modules)),
 ))
 
 CLASS_ATTRIBUTES = HookTable(rules=(

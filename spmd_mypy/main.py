@@ -19,7 +19,7 @@ from mypy.options import Options
 from mypy.plugin import ClassDefContext, Plugin, ReportConfigContext
 from mypy.plugins.default import DefaultPlugin
 
-from spmd_mypy import config, hooks, raw_collectives, rebinding
+from spmd_mypy import config, hooks, raw_collectives, rebinding, runtime_classes
 from spmd_mypy.build_state import BuildState
 from spmd_mypy.configurations import pruning
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION, MODULE
@@ -138,21 +138,23 @@ class SpmdPlugin(Plugin):
         return self._answers[key]
 
     def get_additional_deps(self, file: MypyFile) -> list[tuple[int, str, int]]:
-        """Called whenever mypy parses a module (a daemon edit included): per-module state is stale, and
-        the configuration's flags decide the module's conditions before it is analysed."""
+        """Called whenever mypy parses a module (a daemon edit included): per-module state is stale, the
+        configuration's flags decide the module's conditions before it is analysed, and a module that owns a
+        sub-module declared in ``modules`` depends on its class's (:mod:`spmd_mypy.runtime_classes`)."""
         self.build_state.forget(file)
-        if not installed(file.fullname, file.path):
-            active = self.config.configuration
-            try:
-                pruning.prune(file, dict(active.flags) if active is not None else {})
-            except Exception as error:  # noqa: BLE001 -- a plugin must never crash mypy
-                # no hook context here to report on: say it once, and the module is checked undecided
-                print(f"spmd_mypy: {file.path}: the configuration's flags could not be decided "
-                      f"({type(error).__name__}: {error}); every branch is checked. Please report it.",
-                      file=sys.stderr)
-            if self._rebindings is not None:
-                self._rebindings.parsed(file)
-        return []
+        if installed(file.fullname, file.path):
+            return []
+        active = self.config.configuration
+        try:
+            pruning.prune(file, dict(active.flags) if active is not None else {})
+        except Exception as error:  # noqa: BLE001 -- a plugin must never crash mypy
+            # no hook context here to report on: say it once, and the module is checked undecided
+            print(f"spmd_mypy: {file.path}: the configuration's flags could not be decided "
+                  f"({type(error).__name__}: {error}); every branch is checked. Please report it.",
+                  file=sys.stderr)
+        if self._rebindings is not None:
+            self._rebindings.parsed(file)
+        return runtime_classes.additional_deps(file, self.config.modules)
 
     def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:
         """Invalidates mypy's cache when the checker's code or (for user modules) its config changes.

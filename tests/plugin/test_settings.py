@@ -159,7 +159,7 @@ PYPROJECT = '[tool.mypy]\nplugins = ["spmd_mypy"]\n\n[tool.spmd_mypy]\n'
      "reduce_scatter, reduce_scatter_single, reduce_scatter_tensor, scatter"),
     ("strikt = true", "[tool.spmd_mypy] has no setting 'strikt' (set to true; did you mean 'strict'?): "
                       "the settings are strict, allow_redefinition, show_fixes, groups, sizes, collectives, "
-                      "configurations "
+                      "configurations, modules "
                       "(docs/checker.md#settings)"),
 ])
 def test_a_bad_setting_in_pyproject_toml_is_one_error_naming_it(setting: str, error: str, tmp_path: Path) -> None:

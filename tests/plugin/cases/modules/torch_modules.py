@@ -1,8 +1,4 @@
-"""torch's own nn modules are judged as their functional form, with the parameters the receiver's class declares.
-
-(The `# type: ignore[assignment]` on a declaration narrowing torch's own plain `weight` is mypy's verdict on the
-narrowing, not the checker's.)
-"""
+"""torch's own nn modules are judged as their functional form, with the parameters the receiver's class declares."""
 from typing import Optional
 
 import torch
@@ -17,17 +13,17 @@ from spmd_stubs.axes import dp, tp
 class ColumnLinear(nn.Linear):
     """A column-parallel layer: declarations only, so its calls are linear's."""
 
-    weight: Tensor[S(0)@tp]  # type: ignore[assignment]
-    bias: Optional[Tensor[S(0)@tp]]  # type: ignore[assignment]
+    weight: Tensor[S(0)@tp]
+    bias: Optional[Tensor[S(0)@tp]]
 
 
 class RowLinear(nn.Linear):
-    weight: Tensor[S(1)@tp]  # type: ignore[assignment]
-    bias: None  # type: ignore[assignment]
+    weight: Tensor[S(1)@tp]
+    bias: None
 
 
 class SharedEmbedding(nn.Embedding):
-    weight: Tensor[I@tp]  # type: ignore[assignment]
+    weight: Tensor[I@tp]
 
 
 class SharedNorm(nn.LayerNorm):
@@ -38,7 +34,7 @@ class SharedNorm(nn.LayerNorm):
 class OwnForward(nn.Linear):
     """Defines its own forward: typed by it, as any module is."""
 
-    weight: Tensor[S(0)@tp]  # type: ignore[assignment]
+    weight: Tensor[S(0)@tp]
 
     def forward(self, input: Tensor[R@tp]) -> Tensor[V@tp]:  # type: ignore[override]
         return F.linear(input, self.weight)

@@ -198,7 +198,7 @@ def _print_inference(result: "Inference") -> None:
         print(f"{proposal.file}: inferred: {proposal.target.describe()}: {proposal.annotation.annotation()}",
               file=sys.stderr)
     for todo in result.todos:
-        print(f"{todo.file}: todo: {todo.target.describe()}: {todo.text()}", file=sys.stderr)
+        print(f"{todo.file}: todo: {todo.target.describe()}: {todo.text(result.todo_lines)}", file=sys.stderr)
 
 
 def _print_failure(path: Path, failure: Failure) -> None:

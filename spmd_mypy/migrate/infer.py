@@ -24,6 +24,7 @@ comment lines above the function or class they concern.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,13 +32,14 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from spmd_mypy.migrate.files import read_source
+from spmd_mypy.migrate.infer_configurations import Configurations, Decided, agreed, type_aliases
 from spmd_mypy.migrate.infer_evidence import Evidence, gather
 from spmd_mypy.migrate.infer_rules import RETURN, Proposal, Target, Todo, propose
 from spmd_mypy.migrate.infer_writer import TODO_PREFIX, as_overlay, write
-from spmd_mypy.migrate.overlay import ModuleOverlay, SpmdChoice, SpmdTuple, SpmdType
+from spmd_mypy.migrate.overlay import AliasName, ModuleOverlay, SpmdChoice, SpmdTuple, SpmdType
 from spmd_mypy.typed_run import Diagnostic, TypedRun, check
 
-__all__ = ["Inference", "infer", "line_map", "overlay_toml"]
+__all__ = ["Inference", "infer", "line_map", "new_rejections", "overlay_toml"]
 
 MAX_ROUNDS = 30
 
@@ -53,6 +55,8 @@ class Inference:
     modules: dict[Path, str]
     written: list[Proposal] = field(default_factory=list)
     todos: list[Todo] = field(default_factory=list)
+    todo_lines: Callable[[str, int], int] | None = None
+    """A line a TODO names (of the texts before the TODO lines) -> the line it is in ``texts``."""
     before: list[Diagnostic] = field(default_factory=list)
     """The first check's diagnostics, of ``originals``."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -68,6 +72,8 @@ class Inference:
         """The written annotations as overlay entries, by module."""
         by_module: dict[str, list[Proposal]] = {}
         for proposal in self.written:
+            if isinstance(proposal.annotation, AliasName) and proposal.annotation.choice is None:
+                continue  # an alias no single flag picks: an overlay cannot say it
             by_module.setdefault(proposal.target.module, []).append(proposal)
         return {module: as_overlay(proposals) for module, proposals in sorted(by_module.items())}
 
@@ -87,6 +93,18 @@ def line_map(old: str, new: str) -> dict[int, int]:
     return mapping
 
 
+def _old_lines(old: str, new: str) -> dict[int, int]:
+    """1-based line numbers of ``new`` -> the line of ``old`` they come from: a line an edit rewrote or
+    inserted, the first old line of the rewritten stretch (so a diagnostic on it falls in its function)."""
+    mapping: dict[int, int] = {}
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        for offset in range(j2 - j1):
+            same = tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1)
+            mapping[j1 + offset + 1] = i1 + (offset if same else 0) + 1
+    return mapping
+
+
 def _line_mover(old: dict[Path, str], new: dict[Path, str]) -> Callable[[str, int], int]:
     """``(file, line of old[file])`` -> the same line in ``new[file]`` (unmoved where the edit rewrote it)."""
     maps = {path: line_map(old[path], new[path]) for path in new if old[path] != new[path]}
@@ -103,39 +121,55 @@ def _is_rejection(diagnostic: Diagnostic) -> bool:
     return diagnostic.severity == "error" and (not code.startswith("spmd") or code == "spmd-internal")
 
 
-def _new_rejections(before: TypedRun, old: dict[Path, str], after: TypedRun, new: dict[Path, str]) -> list[Diagnostic]:
-    """Rejections ``after`` reports that ``before`` did not (lines followed across the edit), in old lines."""
-    baseline = Counter((Path(d.path).resolve(), d.line, d.code) for d in before.diagnostics if _is_rejection(d))
-    backwards = {path: {n: o for o, n in line_map(old[path], new[path]).items()} for path in new}
+def new_rejections(before: TypedRun, old: dict[Path, str], after: TypedRun, new: dict[Path, str]) -> list[Diagnostic]:
+    """Rejections ``after`` reports that ``before`` did not, in old lines.
+
+    A rejection is the same as one before where its file, code and message
+    are (as many times as before): its line may have moved with the edit,
+    and an error the code had before the round is no verdict on the types
+    the round wrote.
+    """
+    def key(diagnostic: Diagnostic) -> tuple[Path, str | None, str]:
+        return Path(diagnostic.path).resolve(), diagnostic.code, diagnostic.message
+
+    baseline = Counter(key(d) for d in before.diagnostics if _is_rejection(d))
+    backwards = {path: _old_lines(old[path], new[path]) for path in new}
     found = []
     for diagnostic in after.diagnostics:
         if not _is_rejection(diagnostic):
             continue
+        if baseline[key(diagnostic)] > 0:
+            baseline[key(diagnostic)] -= 1
+            continue
         path = Path(diagnostic.path).resolve()
-        line = backwards[path].get(diagnostic.line, -1) if path in backwards else diagnostic.line
-        key = (path, line, diagnostic.code)
-        if baseline[key] > 0:
-            baseline[key] -= 1
-        else:
-            found.append(Diagnostic(diagnostic.path, line, diagnostic.column, diagnostic.severity,
-                                    diagnostic.message, diagnostic.code))
+        line = backwards[path].get(diagnostic.line, diagnostic.line) if path in backwards else diagnostic.line
+        found.append(dataclasses.replace(diagnostic, line=line))
     return found
+
+
+Runs = dict[str | None, TypedRun]
+"""One run per configuration (the key None: no configurations declared)."""
 
 
 @dataclass
 class _Loop:
     paths: Sequence[Path]
     config_file: Path | None
-    cache_dir: Path | None
+    configurations: Configurations
     result: Inference
     blocked: dict[Target, Todo] = field(default_factory=dict)
     todos: dict[Target, Todo] = field(default_factory=dict)
     left_to_user: set[str] = field(default_factory=set)
     """What the TODOs already in the sources name (``parameter x of f``): not proposed again."""
 
-    def check(self, texts: dict[Path, str]) -> TypedRun:
-        self.result.runs += 1
-        return check(self.paths, self.config_file, self.cache_dir, texts=texts)
+    def check(self, texts: dict[Path, str] | None = None) -> Runs:
+        """The files (with ``texts`` in place of what is on disk) checked in every configuration."""
+        self.result.runs += len(self.configurations.names)
+        runs: Runs = {}
+        for name in self.configurations.names:
+            with self.configurations.selected(name):
+                runs[name] = check(self.paths, self.config_file, self.configurations.cache(name), texts=texts)
+        return runs
 
     def edited(self, texts: dict[Path, str], proposals: Sequence[Proposal], evidence: Evidence) -> dict[Path, str]:
         edited = dict(texts)
@@ -147,23 +181,33 @@ class _Loop:
                 edited[path] = write(texts[path], module, mine, class_style=styles)
         return edited
 
-    def round(self, run: TypedRun, texts: dict[Path, str]) -> tuple[TypedRun, dict[Path, str], bool]:
+    def decide(self, runs: Runs) -> tuple[list[Proposal], list[Todo], Evidence]:
+        """What every configuration's run decides (:mod:`.infer_configurations`)."""
+        decided = {}
+        for name, run in runs.items():
+            evidence = gather(run)
+            proposals, todos = propose(evidence, set(self.blocked))
+            decided[name] = Decided(proposals, todos, evidence, type_aliases(run) if len(runs) > 1 else {})
+        proposals, todos = agreed(decided, self.configurations)
+        return proposals, todos, next(iter(decided.values())).evidence
+
+    def round(self, runs: Runs, texts: dict[Path, str]) -> tuple[Runs, dict[Path, str], bool]:
         """One round: propose, write, check, take back what the checker rejects. True if anything was kept."""
-        evidence = gather(run)
-        candidates, todos = propose(evidence, set(self.blocked))
+        candidates, todos, evidence = self.decide(runs)
         candidates = [p for p in candidates if p.target.describe() not in self.left_to_user]
         self.todos = {t.target: t for t in todos}
         while candidates:
             new_texts = self.edited(texts, candidates, evidence)
-            new_run = self.check(new_texts)
-            rejected = _new_rejections(run, texts, new_run, new_texts)
+            new_runs = self.check(new_texts)
+            rejected = [found for name, run in runs.items()
+                        for found in new_rejections(run, texts, new_runs[name], new_texts)]
             if not rejected:
                 self.result.written.extend(candidates)
                 self.follow(_line_mover(texts, new_texts))
-                return new_run, new_texts, True
+                return new_runs, new_texts, True
             owners = self.owners(candidates, rejected)
             candidates = [p for p in candidates if p not in owners]
-        return run, texts, False
+        return runs, texts, False
 
     def follow(self, moved: Callable[[str, int], int]) -> None:
         """Move the lines the TODOs name with an edit: a TODO names lines of the text it is written into."""
@@ -198,7 +242,7 @@ def _left_to_user(texts: Iterable[str]) -> set[str]:
     return found
 
 
-def _shown(annotation: SpmdType | SpmdTuple) -> str:
+def _shown(annotation: SpmdType | SpmdTuple | AliasName) -> str:
     return annotation.annotation()
 
 
@@ -207,36 +251,48 @@ def infer(paths: Sequence[Path], config_file: Path | None = None, cache_dir: Pat
 
     Nothing is written to disk: the result holds each file's new text.
     """
-    first = check(paths, config_file, cache_dir)
+    configurations = Configurations.of(config_file, cache_dir)
+    loop = _Loop(paths, config_file, configurations, Inference({}, {}, {}))
+    runs = loop.check()
+    first = next(iter(runs.values()))
     modules = {Path(tree.path).resolve(): module for module, tree in first.trees.items()}
     originals = {path: read_source(path) for path in modules}
-    loop = _Loop(paths, config_file, cache_dir,
-                 Inference(originals, dict(originals), modules, before=first.diagnostics, runs=1))
+    loop.result = Inference(originals, dict(originals), modules, before=_all_diagnostics(runs), runs=len(runs))
     loop.left_to_user = _left_to_user(originals.values())
-    run, texts = first, dict(originals)
+    texts = dict(originals)
     for _ in range(MAX_ROUNDS):
-        run, texts, progressed = loop.round(run, texts)
+        runs, texts, progressed = loop.round(runs, texts)
         if not progressed:
             break
     written = {p.target for p in loop.result.written}
     todos = [t for target, t in {**loop.todos, **loop.blocked}.items()
              if target not in written or target in loop.todos]
     loop.result.todos = todos
-    loop.result.diagnostics, loop.result.checked = run.diagnostics, texts
-    loop.result.texts = _with_todos(texts, modules, todos)
+    loop.result.diagnostics, loop.result.checked = _all_diagnostics(runs), texts
+    loop.result.texts, loop.result.todo_lines = _with_todos(texts, modules, todos)
     return loop.result
 
 
-def _with_todos(texts: dict[Path, str], modules: dict[Path, str], todos: list[Todo]) -> dict[Path, str]:
-    """The texts with the TODO lines, the lines they name moved past the TODO lines above them."""
+def _all_diagnostics(runs: Runs) -> list[Diagnostic]:
+    """Every configuration's diagnostics, each once."""
+    return list(dict.fromkeys(d for run in runs.values() for d in run.diagnostics))
+
+
+def _with_todos(texts: dict[Path, str], modules: dict[Path, str],
+                todos: list[Todo]) -> tuple[dict[Path, str], Callable[[str, int], int]]:
+    """The texts with the TODO lines, the lines they name moved past the TODO lines above them; and that move."""
     def written(moved: Callable[[str, int], int] | None) -> dict[Path, str]:
         return {path: write(text, modules[path], [], [t for t in todos if t.target.module == modules[path]], moved=moved)
                 for path, text in texts.items()}
 
-    return written(_line_mover(texts, written(None)))
+    moved = _line_mover(texts, written(None))
+    return written(moved), moved
 
 
-def _toml_type(annotation: SpmdType | SpmdTuple | SpmdChoice) -> str:
+def _toml_type(annotation: SpmdType | SpmdTuple | SpmdChoice | AliasName) -> str:
+    if isinstance(annotation, AliasName):
+        assert annotation.choice is not None  # Inference.overlays leaves the others out
+        return _toml_type(annotation.choice)
     if isinstance(annotation, SpmdChoice):
         branches = f"then = {_toml_type(annotation.then)}, else = {_toml_type(annotation.otherwise)}"
         return f'{{ if = "{annotation.flag}", {branches} }}'

@@ -140,25 +140,35 @@ def _is_unannotated(typ: Type | None) -> bool:
 
 
 def _function_evidence(func: FuncDef, module: str, path: str, file: str) -> FunctionEvidence:
+    """What ``func`` lacks, read from its argument names, kinds and signature, which a definition mypy
+    loaded from its cache also has (not from its ``arguments``, which only a parsed one has)."""
     signature = func.type if isinstance(func.type, CallableType) else None
     untyped, optional = [], set()
-    arguments = func.arguments[1:] if func.info is not FUNC_NO_INFO and not func.is_static else func.arguments
-    offset = len(func.arguments) - len(arguments)
-    for index, argument in enumerate(arguments):
-        if argument.kind in (ARG_STAR, ARG_STAR2):
+    bound = func.info is not FUNC_NO_INFO and not func.is_static
+    defaults = _none_defaults(func)
+    for index in range(1 if bound else 0, len(func.arg_names)):
+        name = func.arg_names[index]
+        if name is None or func.arg_kinds[index] in (ARG_STAR, ARG_STAR2):
             continue
-        declared = signature.arg_types[index + offset] if signature is not None else None
-        if argument.type_annotation is None or _is_plain_tensor(declared):
-            untyped.append(argument.variable.name)
-            initializer = argument.initializer
-            if isinstance(initializer, NameExpr) and initializer.fullname == "builtins.None":
-                optional.add(argument.variable.name)
+        declared = signature.arg_types[index] if signature is not None else None
+        if _is_unannotated(declared) or _is_plain_tensor(declared):
+            untyped.append(name)
+            if name in defaults:
+                optional.add(name)
     returned = signature.ret_type if signature is not None else None
     untyped_return = func.name != "__init__" and not func.is_generator and (
         _is_unannotated(returned) or _is_plain_tensor(returned)
     )
     return FunctionEvidence(module, path, file, func.line, func.end_line or func.line, untyped, optional,
                             untyped_return, body_checked=signature is not None and not _is_unannotated_def(func))
+
+
+def _none_defaults(func: FuncDef) -> set[str]:
+    """The parameters whose default is ``None``; none known for a definition loaded from mypy's cache
+    (it keeps no default values: reading its ``arguments`` raises AttributeError)."""
+    arguments = getattr(func, "arguments", None) or []
+    return {a.variable.name for a in arguments
+            if isinstance(a.initializer, NameExpr) and a.initializer.fullname == "builtins.None"}
 
 
 def _is_unannotated_def(func: FuncDef) -> bool:
@@ -227,9 +237,9 @@ def _read_assignments(run: TypedRun, module: str, scope: _Scope, evidence: Evide
     """``self.NAME = value`` in one method, for every NAME its class declares no type for."""
     method, cls = scope.node, scope.cls
     assert isinstance(method, FuncDef) and cls is not None
-    if not method.arguments or method.is_static:
+    if not method.arg_names or method.arg_names[0] is None or method.is_static:
         return
-    self_name = method.arguments[0].variable.name
+    self_name = method.arg_names[0]
     class_path = scope.path.rsplit(".", 1)[0]
     for statement in statements_in(method.body):
         if not isinstance(statement, AssignmentStmt) or statement.type is not None or len(statement.lvalues) != 1:

@@ -26,7 +26,7 @@ from typing import Callable
 from mypy.types import AnyType, NoneType, Type, get_proper_type
 
 from spmd_mypy.migrate.infer_evidence import AttributeEvidence, Evidence, FunctionEvidence, Site, tuple_items
-from spmd_mypy.migrate.overlay import SpmdTuple, SpmdType
+from spmd_mypy.migrate.overlay import AliasName, SpmdTuple, SpmdType
 from spmd_mypy.representation import members, spmd_members, tensor_instance
 from spmd_stubs.core import AxisType, TensorType
 
@@ -56,7 +56,7 @@ class Proposal:
     """An annotation to write, and the lines (of ``file``) a diagnostic it causes would appear on."""
 
     target: Target
-    annotation: SpmdType | SpmdTuple
+    annotation: SpmdType | SpmdTuple | AliasName
     file: str
     lines: frozenset[int]
 
@@ -132,11 +132,25 @@ def _merged(found: set[AxisType]) -> AxisType | None:
     return None
 
 
+def _passes_none(site: Site) -> bool:
+    """Whether the argument may be None (``None`` itself, or an ``Optional`` tensor such as ``self.bias``)."""
+    return site.type is not None and any(isinstance(m, NoneType) for m in members(site.type))
+
+
+def _tensor_or_none(site: Site) -> bool:
+    """Whether the argument is a tensor, None, or a union of them (not ``float | Tensor``, not Any)."""
+    return site.type is not None and all(
+        isinstance(m, NoneType) or tensor_instance(m) is not None for m in members(site.type))
+
+
 def _parameter(function: FunctionEvidence, name: str) -> tuple[Proposal | None, Todo | None]:
-    sites = [call[name] for call in function.calls if name in call]
+    passed = [call[name] for call in function.calls if name in call]
     target = Target(function.module, function.path, name)
-    if not sites or any(s.type is None or not spmd_members(s.type) for s in sites):
+    if not passed or not all(_tensor_or_none(s) for s in passed):
         return None, None  # never called, a call not yet typed, or not a tensor
+    sites = [s for s in passed if s.type is not None and spmd_members(s.type)]
+    if not sites:
+        return None, None  # only ever None
     if any(any(m is None for m in spmd_members(s.type)) for s in sites if s.type is not None):
         return None, None
     agreed, disagreeing = _agreement(sites)
@@ -150,7 +164,8 @@ def _parameter(function: FunctionEvidence, name: str) -> tuple[Proposal | None, 
     if agreed is None:
         return None, todo
     lines = frozenset(range(function.line, function.end_line + 1)) | {line for _, line in function.call_lines}
-    annotation = SpmdType((agreed,), optional=name in function.optional_params)
+    optional = name in function.optional_params or any(_passes_none(s) for s in passed)
+    annotation = SpmdType((agreed,), optional=optional)
     return Proposal(target, annotation, function.file, lines), todo
 
 

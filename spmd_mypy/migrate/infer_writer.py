@@ -21,7 +21,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 
 from spmd_mypy.migrate.infer_rules import Proposal, Todo
-from spmd_mypy.migrate.overlay import ModuleOverlay, OverlayCommand, SpmdType, add_imports
+from spmd_mypy.migrate.overlay import AliasName, ModuleOverlay, OverlayCommand, SpmdTuple, SpmdType, add_imports
 from spmd_mypy.migrate.spelling import Spelling, spelling_of
 
 __all__ = ["TODO_PREFIX", "write", "as_overlay"]
@@ -36,7 +36,7 @@ def as_overlay(proposals: Sequence[Proposal], self_style: frozenset[str] | set[s
         target = proposal.target
         if not target.name:
             if target.path not in self_style:
-                assert isinstance(proposal.annotation, SpmdType)
+                assert not isinstance(proposal.annotation, SpmdTuple)
                 overlay.attributes[target.path] = proposal.annotation
         else:
             overlay.functions.setdefault(target.path, {})[target.name] = proposal.annotation
@@ -48,7 +48,7 @@ class _SelfAttributes(VisitorBasedCodemodCommand):
 
     DESCRIPTION = "Annotate attributes where they are first assigned."
 
-    def __init__(self, context: CodemodContext, declared: dict[str, SpmdType]) -> None:
+    def __init__(self, context: CodemodContext, declared: dict[str, SpmdType | AliasName]) -> None:
         super().__init__(context)
         self.declared = dict(declared)
         self.spelling = Spelling.AT
@@ -180,7 +180,7 @@ def write(code: str, module: str, proposals: Sequence[Proposal], todos: Sequence
     if overlay.functions or overlay.attributes:
         tree = OverlayCommand(CodemodContext(full_module_name=module), overlay).transform_module(tree)
     declared = {p.target.path: p.annotation for p in proposals if p.target.path in self_style
-                and isinstance(p.annotation, SpmdType)}
+                and isinstance(p.annotation, (SpmdType, AliasName))}
     if declared:
         command = _SelfAttributes(CodemodContext(full_module_name=module), declared)
         tree = command.transform_module(tree)

@@ -45,8 +45,8 @@ from spmd_mypy.migrate.spelling import Spelling, imports_of, spelled, spelling_o
 from spmd_stubs import core
 
 __all__ = [
-    "OverlayError", "SpmdType", "SpmdTuple", "ModuleOverlay", "load_overlays", "shipped_overlays", "overlay_file",
-    "OverlayCommand", "add_imports", "apply_overlay", "overlaid",
+    "OverlayError", "SpmdType", "SpmdTuple", "AliasName", "ModuleOverlay", "load_overlays", "shipped_overlays",
+    "overlay_file", "OverlayCommand", "add_imports", "apply_overlay", "overlaid",
 ]
 
 SHIPPED = Path(__file__).resolve().parents[1] / "overlays"
@@ -147,6 +147,23 @@ class SpmdChoice:
         return self.then.imports(written) | self.otherwise.imports(written)
 
 
+@dataclass(frozen=True)
+class AliasName:
+    """A type alias the module already has in scope, written by its name (``Activation``, or
+    ``Activation | None``): a flag-chosen alias is one type per configuration, which no single
+    ``Tensor[...]`` is.  ``choice`` is the same as an overlay entry, where one boolean flag picks it."""
+
+    name: str
+    optional: bool = False
+    choice: SpmdChoice | None = None
+
+    def annotation(self, spelling: Spelling = Spelling.AT) -> str:
+        return f"{self.name} | None" if self.optional else self.name
+
+    def imports(self, spelling: Spelling = Spelling.AT) -> set[tuple[str, str]]:
+        return set()  # in scope already
+
+
 def _identifier(spmd_type: SpmdType) -> str:
     """``S(-1)@tp`` -> ``S_m1_tp``."""
     return re.sub(r"\W+", "_", spmd_type.annotation().replace("Tensor", "").replace("-", "m")).strip("_")
@@ -166,8 +183,8 @@ def _parse_entry(name: str, value: Any, where: str) -> "SpmdType | SpmdTuple | S
 class ModuleOverlay:
     """The entries for one module: ``functions[path][param or "return"]``, ``attributes[path]``."""
 
-    functions: dict[str, dict[str, SpmdType | SpmdTuple | SpmdChoice]] = field(default_factory=dict)
-    attributes: dict[str, SpmdType | SpmdChoice] = field(default_factory=dict)
+    functions: dict[str, dict[str, SpmdType | SpmdTuple | SpmdChoice | AliasName]] = field(default_factory=dict)
+    attributes: dict[str, SpmdType | SpmdChoice | AliasName] = field(default_factory=dict)
 
     def merge(self, other: "ModuleOverlay") -> None:
         self.functions.update(other.functions)
@@ -226,7 +243,7 @@ def load_overlays(paths: Sequence[Path]) -> dict[str, ModuleOverlay]:
     return merged
 
 
-Declared = SpmdType | SpmdTuple | SpmdChoice
+Declared = SpmdType | SpmdTuple | SpmdChoice | AliasName
 
 
 def _annotation(spmd_type: Declared, spelling: Spelling) -> cst.Annotation:
@@ -323,7 +340,13 @@ def _all_params(params: cst.Parameters) -> list[cst.Param]:
 def _annotate_params(params: cst.Parameters, entry: dict[str, Declared], spelling: Spelling) -> cst.Parameters:
     def annotate(param: cst.Param) -> cst.Param:
         spmd_type = entry.get(param.name.value)
-        return param if spmd_type is None else param.with_changes(annotation=_annotation(spmd_type, spelling))
+        if spmd_type is None:
+            return param
+        annotated = param.with_changes(annotation=_annotation(spmd_type, spelling))
+        if param.default is not None and param.annotation is None:  # PEP 8: ``x: T = None``, ``x=None``
+            annotated = annotated.with_changes(equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" ")))
+        return annotated
 
     return params.with_changes(
         posonly_params=[annotate(p) for p in params.posonly_params],
@@ -348,7 +371,7 @@ def _declared_name(statement: cst.BaseStatement) -> str | None:
     return None
 
 
-def _declare_attributes(body: cst.BaseSuite, declared: dict[str, SpmdType | SpmdChoice],
+def _declare_attributes(body: cst.BaseSuite, declared: dict[str, SpmdType | SpmdChoice | AliasName],
                         spelling: Spelling) -> cst.BaseSuite:
     """Class-level ``name: Tensor[...]`` declarations, after the docstring; existing ones re-annotated."""
     if not isinstance(body, cst.IndentedBlock):

@@ -295,6 +295,16 @@ def test_an_annotation_the_checker_rejects_is_taken_back(runs: Runs) -> None:
     assert not _errors(runs.result.diagnostics, path)
 
 
+def test_an_optional_argument_gives_an_optional_parameter(runs: Runs) -> None:
+    """``self.bias: Optional[Tensor[S(0)@tp]]`` passed, or a ``None`` default: ``| None``; nothing taken back."""
+    text = runs.result.texts[runs.file("optional.py")]
+    assert "def _project(x: Tensor[R@tp], bias: Tensor[S(0)@tp] | None):\n" in text
+    assert "def _with_bias(y: Tensor[R@tp], bias: Tensor[R@tp] | None = None) -> Tensor[R@tp]:\n" in text
+    assert "def _doubled(y: Tensor[R@tp]) -> Tensor[R@tp]:\n" in text
+    assert "TODO" not in text
+    assert not _errors(runs.result.diagnostics, runs.file("optional.py"))
+
+
 def test_no_written_annotation_adds_a_rejection(runs: Runs) -> None:
     """Every diagnostic the inferred code gets that is not an SPMD finding was there before."""
     def rejections(diagnostics: list[Diagnostic]) -> set[tuple[str, str | None]]:

@@ -7,16 +7,18 @@ Real code replaces a model's layers after construction (picotron's
 ``config.build()``), so mypy reads the attribute as ``nn.Linear`` or ``Any``
 and a call of it checks nothing.  An entry ``OWNER.attr: CLASS`` makes every
 read of ``attr`` on an ``OWNER`` (a subclass included) an instance of
-``CLASS``, whose typed ``forward`` then checks the call; ``OWNER.attr[*]:
-CLASS`` reads an ``nn.ModuleList`` / ``nn.ModuleDict`` / ``nn.Sequential``
-as :mod:`spmd_stubs.containers`' container of ``CLASS`` items.  An
-assignment to the attribute keeps mypy's own type: the code that builds the
-model is checked as written.
+``CLASS``, whose typed ``forward`` then checks the call (``self.attr`` in
+``__init__`` excepted: there it holds what the constructor assigned);
+``OWNER.attr[*]: CLASS`` reads an ``nn.ModuleList`` / ``nn.ModuleDict`` /
+``nn.Sequential`` as :mod:`spmd_stubs.containers`' container of ``CLASS``
+items.  An assignment to the attribute keeps mypy's own type: the code that
+builds the model is checked as written.
 
 A declared class the build lacks is an ``spmd-settings`` error at the read,
 naming the entry and the fix, and the read keeps mypy's type.  The owner's
-module depends on the declared class's module (:func:`additional_deps`), so
-mypy has analysed the class when the owner's ``forward`` reads it.
+module depends on the declared class's module where both are in one source
+tree (:func:`additional_deps`), so mypy has analysed the class when the
+owner's ``forward`` reads it.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mypy.build import PRI_LOW
+from mypy.checker import TypeChecker
 from mypy.lookup import lookup_fully_qualified
 from mypy.messages import format_type
-from mypy.nodes import MypyFile, TypeInfo
+from mypy.nodes import MemberExpr, MypyFile, NameExpr, TypeInfo
 from mypy.plugin import AttributeContext
 from mypy.types import AnyType, Instance, ProperType, TupleType, Type, TypeVarType, get_proper_type
 from mypy.typevars import fill_typevars_with_any
@@ -53,7 +56,7 @@ def attribute_hook(attribute: str, declared: Sequence[RuntimeClass]) -> Callable
         return None
 
     def hook(ctx: AttributeContext) -> Type:
-        if ctx.is_lvalue:
+        if ctx.is_lvalue or _constructing(ctx):
             return ctx.default_attr_type
         receiver = _class_of(get_proper_type(ctx.type))
         entry = _entry_for(receiver, entries) if receiver is not None else None
@@ -133,6 +136,15 @@ def _module_prefixes(fullname: str) -> list[str]:
     """``a.b.C.D`` -> ``a.b.C``, ``a.b``, ``a``: where the module part of a full name may end."""
     parts = fullname.split(".")
     return [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
+
+
+def _constructing(ctx: AttributeContext) -> bool:
+    """A read of ``self.attr`` in ``__init__``: the attribute holds what the constructor assigned (mypy's type)."""
+    function = ctx.api.scope.current_function() if isinstance(ctx.api, TypeChecker) else None
+    read = ctx.context
+    return (function is not None and function.name == "__init__" and bool(function.arguments)
+            and isinstance(read, MemberExpr) and isinstance(read.expr, NameExpr)
+            and read.expr.name == function.arguments[0].variable.name)
 
 
 def _class_of(receiver: ProperType) -> TypeInfo | None:

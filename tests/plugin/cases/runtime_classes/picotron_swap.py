@@ -59,6 +59,11 @@ class TwiceReduced(Attention):
 
 
 class ReducedOnce(Attention):
+    def __init__(self, hidden: int) -> None:
+        super().__init__(hidden)
+        self.head_dim = self.q_proj.out_features  # in a constructor: its own nn.Linear, not yet swapped
+        reveal_type(self.q_proj)  # N: Linear
+
     def forward(self, x: Tensor[I@tp]) -> Tensor[I@tp]:
         return self.o_proj(self.q_proj(x))
 

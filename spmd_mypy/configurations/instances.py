@@ -13,7 +13,7 @@ callee is defined outside installed packages), decides that flag
   (``Column(gather_output=True)(x)``), a local every assignment of which in
   its function is one, or ``self.head`` where every ``self.head = ...`` in
   the methods of its class, of its bases and of its subclasses in the
-  module, and every ``head = ...`` in their bodies, is one, and the module
+  module and theirs, and every ``head = ...`` in their bodies, is one, and the module
   assigns ``.head`` on nothing but a method's ``self`` (:mod:`.receivers`).  Every such construction must pass
   the same literal; otherwise the flag is undecided for the object.
 

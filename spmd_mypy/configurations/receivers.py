@@ -6,7 +6,8 @@ Read from mypy's analysed tree of the module being checked:
   that function's body, a parameter being one not followed;
 * ``self.attr`` (``self`` a method's first parameter): every
   ``self.attr = ...`` in the methods of the classes whose methods may run on
-  the object (its class's bases and subclasses in the module) and every
+  the object (its class's bases, and the bases of its subclasses in the
+  module: the subclasses themselves, and classes mixed in beside it) and every
   ``attr = ...`` in their bodies; an ``x.attr = ...`` on any other object
   (not a method's ``self``) is a binding not followed, since it may be this
   object's.
@@ -63,25 +64,28 @@ def bound_values(receiver: Expression, api: CheckerPluginInterface) -> list[Expr
 def _attribute_values(name: str, owner: TypeInfo, tree: MypyFile) -> list[Expression | None]:
     """Every value ``.name`` is given in the module: by ``self`` in the methods of the classes related to
     ``owner`` (bases, subclasses), ``name = ...`` in their bodies; None for another object's ``.name``."""
+    visits = list(walk(tree.defs))
+    classes = [v.statement.info for v in visits if isinstance(v.statement, ClassDef) and v.statement.info is not None]
     values: list[Expression | None] = []
-    for visit in walk(tree.defs):
+    for visit in visits:
         method = visit.scope.node if visit.scope is not None else None
         for target, value in _bindings(visit.statement):
             if isinstance(target, MemberExpr) and target.name == name:
                 if method is None or not _is_self(target.expr, method):
                     values.append(None)  # another object's: it may be this one
-                elif _related(class_of(method), owner):
+                elif _related(class_of(method), owner, classes):
                     values.append(value)
-        if isinstance(visit.statement, ClassDef) and visit.statement.info is not None and _related(
-                visit.statement.info, owner):
+        if isinstance(visit.statement, ClassDef) and _related(visit.statement.info, owner, classes):
             values += [value for statement in visit.statement.defs.body
                        for target, value in _bindings(statement) if _names(target, name)]
     return values
 
 
-def _related(info: TypeInfo | None, owner: TypeInfo) -> bool:
-    """Whether methods of ``info`` may run on an object of ``owner``'s class: one is the other's base."""
-    return info is not None and (info.has_base(owner.fullname) or owner.has_base(info.fullname))
+def _related(info: TypeInfo | None, owner: TypeInfo, classes: list[TypeInfo]) -> bool:
+    """Whether methods of ``info`` may run on an object ``owner``'s methods run on: ``info`` is a base of
+    ``owner``, or both are bases of one class of the module (a subclass, or one that mixes them in)."""
+    return info is not None and (owner.has_base(info.fullname) or any(
+        c.has_base(owner.fullname) and c.has_base(info.fullname) for c in classes))
 
 
 def _bindings(statement: Statement) -> list[tuple[Expression, Expression | None]]:

@@ -35,3 +35,27 @@ class Model(nn.Module):
 
 def split_head(model: Model) -> None:
     model.head = Column(gather_output=False)
+
+
+class Projected(nn.Module):
+    proj: Column
+
+    def forward(self, x: Tensor[I@tp]) -> Tensor[I@tp]:
+        return self.proj(x)  # E[ng]: return-value
+
+
+class WholeProjection(Projected):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = Column(gather_output=True)
+
+
+class SplitProjection(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = Column(gather_output=False)
+
+
+class Mixed(WholeProjection, SplitProjection):
+    """``Projected.forward`` may run on a ``Mixed``, whose ``proj`` a class mixed in beside it also sets: the
+    flag of ``self.proj`` there is undecided."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Callable, Iterable
 
+from mypy.messages import format_type_bare
 from mypy.nodes import (
     CallExpr,
     ComparisonExpr,
@@ -25,7 +26,6 @@ from mypy.nodes import (
     TempNode,
     UnaryExpr,
 )
-from mypy.messages import format_type_bare
 from mypy.plugin import AttributeContext, CheckerPluginInterface, FunctionContext, MethodContext
 from mypy.types import AnyType, TupleType, Type, get_proper_type
 

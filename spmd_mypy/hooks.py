@@ -41,9 +41,8 @@ from spmd_mypy import (
 )
 from spmd_mypy.annotations import analyze_spmd_tensor, shard_outside_tensor
 from spmd_mypy.config import Config
-from spmd_mypy.configurations import instances
+from spmd_mypy.configurations import instances, unset_flags
 from spmd_mypy.configurations import members as enum_members
-from spmd_mypy.configurations import unset_flags
 from spmd_mypy.fullnames import (
     ASSERT_TYPE,
     ASSIGNED,

@@ -2,10 +2,12 @@
 
 The loop, over the files given (checked together, edits held in memory):
 
-1. check them (one in-process mypy run with the plugin, :mod:`spmd_mypy.typed_run`);
+1. check them (one in-process mypy run with the plugin, :mod:`spmd_mypy.typed_run`;
+   one per configuration where the config file declares configurations);
 2. read what the checker saw (:mod:`.infer_evidence`) and decide the
    annotations it implies (:mod:`.infer_rules`): parameters from their call
    sites, returns from the returned values, attributes from their assignments;
+   under configurations, only what holds in every one (:mod:`.infer_configurations`);
 3. write them (:mod:`.infer_writer`) and check again.  mypy skips the body
    of an unannotated function, so a helper's return type is known only once
    its parameters are written: each round reaches one call level further.
@@ -14,8 +16,11 @@ The loop, over the files given (checked together, edits held in memory):
    ``return-value``, ``override``, ...) after writing takes back the
    annotations of that round whose function, call sites or class it falls
    on (all of the round's where it falls on none of them), and the
-   annotation becomes a TODO quoting the diagnostic.  A new SPMD finding
-   (``spmd-*``) is what the inference is for: a bug the missing types hid.
+   annotation becomes a TODO quoting the diagnostic.  A diagnostic is new
+   unless the check before reported one in the same file with the same code
+   and message (an error the code had is no verdict on the types written).
+   A new SPMD finding (``spmd-*``) is what the inference is for: a bug the
+   missing types hid.
 5. Stop when a round proposes nothing.
 
 TODOs (call sites that disagree, annotations taken back) are written as

@@ -47,11 +47,17 @@ class Configurations:
 
     declared: tuple[declared.Configuration, ...]
     cache_dir: Path | None
+    """The plain runs' cache (None: mypy's choice)."""
+    cache_root: Path
+    """The directory holding ``configurations/<name>``."""
 
     @classmethod
     def of(cls, config_file: Path | None, cache_dir: Path | None) -> "Configurations":
+        """The configurations of ``config_file``; their caches in mypy's cache directory (``cache_dir``, the
+        config file's ``cache_dir``, ``$MYPY_CACHE_DIR``, else ``.mypy_cache``), as ``spmd-check`` keeps them."""
         found = str(config_file) if config_file is not None else None
-        return cls(config.load(found).configurations, cache_dir)
+        chosen = cache_dir or config.mypy_setting(found, "cache_dir") or os.environ.get("MYPY_CACHE_DIR")
+        return cls(config.load(found).configurations, cache_dir, Path(chosen or ".mypy_cache"))
 
     @property
     def names(self) -> list[str | None]:
@@ -61,11 +67,9 @@ class Configurations:
         """The cache of one configuration's runs; a missing one starts as a copy of the plain cache."""
         if name is None:
             return self.cache_dir
-        root = self.cache_dir if self.cache_dir is not None else Path(
-            os.environ.get("MYPY_CACHE_DIR") or ".mypy_cache")
-        cache = root / _FOLDER / name
-        if not _holds_cache(cache) and _holds_cache(root):
-            shutil.copytree(root, cache, dirs_exist_ok=True, ignore=shutil.ignore_patterns(_FOLDER))
+        cache = self.cache_root / _FOLDER / name
+        if not _holds_cache(cache) and _holds_cache(self.cache_root):
+            shutil.copytree(self.cache_root, cache, dirs_exist_ok=True, ignore=shutil.ignore_patterns(_FOLDER))
         return cache
 
     @contextmanager

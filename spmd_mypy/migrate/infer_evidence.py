@@ -15,6 +15,10 @@ for every function and method (nested ones too, named by their path
 and for every class, the type of each value assigned to ``self.NAME`` in its
 methods where the class declares no type for ``NAME``
 (``nn.Parameter(x)`` counts as ``x``).
+
+A definition mypy loaded from its cache (a module imported but not among
+the files) has no ``arguments`` and no body: a function is read through its
+argument names, kinds and signature, which every definition has.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ from spmd_mypy.statements import nested_blocks, statements_in
 from spmd_mypy.typed_run import TypedRun
 from spmd_mypy.wrappers import own_returns
 
-__all__ = ["Site", "FunctionEvidence", "AttributeEvidence", "Evidence", "gather"]
+__all__ = ["Site", "FunctionEvidence", "AttributeEvidence", "Evidence", "function_evidence", "gather"]
 
 PARAMETER_CLASS = "torch.nn.parameter.Parameter"
 
@@ -139,7 +143,7 @@ def _is_unannotated(typ: Type | None) -> bool:
     return proper is None or isinstance(proper, AnyType) and proper.type_of_any == TypeOfAny.unannotated
 
 
-def _function_evidence(func: FuncDef, module: str, path: str, file: str) -> FunctionEvidence:
+def function_evidence(func: FuncDef, module: str, path: str, file: str) -> FunctionEvidence:
     """What ``func`` lacks, read from its argument names, kinds and signature, which a definition mypy
     loaded from its cache also has (not from its ``arguments``, which only a parsed one has)."""
     signature = func.type if isinstance(func.type, CallableType) else None
@@ -317,7 +321,7 @@ def gather(run: TypedRun) -> Evidence:
     for module, tree in files:
         for scope in scopes[module]:
             if isinstance(scope.node, FuncDef):
-                evidence.functions[scope.node] = _function_evidence(scope.node, module, scope.path, tree.path)
+                evidence.functions[scope.node] = function_evidence(scope.node, module, scope.path, tree.path)
             else:
                 evidence.class_style[f"{module}:{scope.path}"] = any(
                     _is_tensor_annotation(s) for s in scope.node.defs.body if isinstance(s, AssignmentStmt))

@@ -7,7 +7,10 @@
   passes it through, as any function annotated on fewer axes does) and a
   TODO names the call sites.  No axis left: no annotation, only the TODO.
   It waits while a call site's argument is still unknown, and a function
-  nobody calls (an entry point) gets nothing.
+  nobody calls (an entry point) gets nothing.  An argument that may be None
+  (``Optional[Tensor[...]]``, ``None``) or a ``None`` default makes it
+  ``Tensor[...] | None``; an argument that may be anything else besides a
+  tensor makes it nothing.
 * A **return** without an SPMD type gets the type of the values the body
   returns, when mypy checked the body, every return is a tensor (or a fixed
   tuple of tensors) of a known type and they all agree, and no parameter of

@@ -45,6 +45,9 @@ Keys:
     ``OWNER.attr[*]: CLASS`` for the items of an ``nn.ModuleList``,
     ``nn.ModuleDict`` or ``nn.Sequential`` attribute.  Full names of classes;
     reading the attribute gives the class (:mod:`spmd_mypy.runtime_classes`).
+    ``CLASS(flag=literal, ...)`` also states the literal constructor
+    arguments that decide the instance's flags (picotron's LM head:
+    ``ColumnParallelLinear(gather_output=True)``).
 
 Each flag can also be set in the environment, which wins over the file
 (``SPMD_MYPY_STRICT=true``): mypy hands its environment to every worker
@@ -56,6 +59,7 @@ This module imports mypy only to find the config file the way mypy does
 
 from __future__ import annotations
 
+import ast
 import configparser
 import difflib
 import io
@@ -116,11 +120,20 @@ class RuntimeClass:
     attribute: str
     cls: str
     items: bool = False
+    arguments: tuple[tuple[str, bool | int | str], ...] = ()
+    """The literal constructor arguments the entry states (``ColumnParallelLinear(gather_output=True)``): they
+    decide the instance's flags as a construction's literals do (docs/spec.md#flags-per-instance)."""
 
     @property
     def written(self) -> str:
         """The entry's name as the settings write it (``picotron.model.Llama.decoder_layers[*]``)."""
         return f"{self.owner}.{self.attribute}{'[*]' if self.items else ''}"
+
+    @property
+    def held(self) -> str:
+        """The class as the settings write it, with its arguments (``...ColumnParallelLinear(gather_output=True)``)."""
+        given = ", ".join(f"{name}={value!r}" for name, value in self.arguments)
+        return f"{self.cls}({given})" if self.arguments else self.cls
 
 
 @dataclass(frozen=True)
@@ -144,7 +157,7 @@ class Config:
         return {**asdict(self), "groups": self.groups.as_dict(), "sizes": self.sizes.as_dict(),
                 "collectives": dict(self.collectives), "configurations": None,
                 "configuration": None if active is None else {"name": active.name, "flags": dict(active.flags)},
-                "modules": {entry.written: entry.cls for entry in self.modules}}
+                "modules": {entry.written: entry.held for entry in self.modules}}
 
 
 def environment_variable(flag: str) -> str:
@@ -350,7 +363,7 @@ _MODULES_USAGE = (
     "of an nn.ModuleList, nn.ModuleDict or nn.Sequential (picotron.model.Llama.decoder_layers[*]: "
     "picotron.model.DecoderLayer); in pyproject.toml quote each name"
 )
-_CLASS_FULLNAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+_CLASS_FULLNAME = re.compile(r"(?P<cls>[A-Za-z_]\w*(\.[A-Za-z_]\w*)+)(\((?P<arguments>.*)\))?", re.DOTALL)
 _OWNER_ATTRIBUTE = re.compile(r"(?P<owner>[A-Za-z_]\w*(\.[A-Za-z_]\w*)+)\.(?P<attribute>[A-Za-z_]\w*)(?P<items>\[\*\])?")
 
 
@@ -400,15 +413,36 @@ def parse_runtime_classes(value: object) -> tuple[RuntimeClass, ...]:
         if match is None:
             raise ConfigError(f"[{SECTION}] modules: {name!r} is not an owner class's full name and an attribute; "
                               f"{_MODULES_USAGE}")
-        if not (isinstance(target, str) and _CLASS_FULLNAME.fullmatch(target.strip())):
+        held = _CLASS_FULLNAME.fullmatch(target.strip()) if isinstance(target, str) else None
+        if held is None:
             raise ConfigError(f"[{SECTION}] modules: the class of {name!r} must be a class's full name, got "
                               f"{target!r}; {_MODULES_USAGE}")
         if name in seen:
             raise ConfigError(f"[{SECTION}] modules: {name!r} is declared twice; keep one class for it")
         seen.add(name)
-        declared.append(RuntimeClass(match.group("owner"), match.group("attribute"), target.strip(),
-                                     items=bool(match.group("items"))))
+        declared.append(RuntimeClass(match.group("owner"), match.group("attribute"), held.group("cls"),
+                                     items=bool(match.group("items")),
+                                     arguments=_constructor_arguments(name, held.group("arguments"))))
     return tuple(declared)
+
+
+def _constructor_arguments(name: str, written: str | None) -> tuple[tuple[str, bool | int | str], ...]:
+    """``gather_output=True, mode="x"`` -> its keyword arguments, each a literal a flag may take."""
+    if not written or not written.strip():
+        return ()
+    try:
+        call = ast.parse(f"f({written})", mode="eval").body
+    except SyntaxError:
+        call = None
+    arguments = []
+    for keyword in call.keywords if isinstance(call, ast.Call) and not call.args else [None]:
+        value = keyword.value if keyword is not None else None
+        if keyword is None or keyword.arg is None or not isinstance(value, ast.Constant) or \
+                not isinstance(value.value, (bool, int, str)):
+            raise ConfigError(f"[{SECTION}] modules: the arguments of {name!r} must be keyword arguments with "
+                              f"literal values (gather_output=True), got ({written}); {_MODULES_USAGE}")
+        arguments.append((keyword.arg, value.value))
+    return tuple(arguments)
 
 
 def _first_dotted_key(name: str, table: dict[str, Any]) -> str:
@@ -425,7 +459,8 @@ def _pairs(key: str, value: object, usage: str, missing: str = "axis") -> list[t
     if not isinstance(value, str):
         raise ConfigError(f"[{SECTION}] {key} must be a table of NAME = VALUE, got {value!r}; {usage}")
     pairs: list[tuple[str, object]] = []
-    for entry in filter(None, (part.strip() for part in re.split(r"[,\n]", value))):
+    # A comma inside parentheses (a class's arguments in ``modules``) does not end a pair.
+    for entry in filter(None, (part.strip() for part in re.split(r"\n|,(?![^(]*\))", value))):
         name, colon, item = entry.rpartition(":")
         if not colon:
             raise ConfigError(f"[{SECTION}] {key}: {entry!r} has no {missing}; {usage}")

@@ -73,6 +73,13 @@ def attribute_hook(attribute: str, declared: Sequence[RuntimeClass]) -> Callable
     return hook
 
 
+def declared_entry(receiver: Type, attribute: str, declared: Sequence[RuntimeClass]) -> RuntimeClass | None:
+    """The entry that declares what ``attribute`` of a ``receiver`` holds (not its items), if any."""
+    owner = _class_of(get_proper_type(receiver))
+    entries = [entry for entry in declared if entry.attribute == attribute and not entry.items]
+    return _entry_for(owner, entries) if owner is not None and entries else None
+
+
 def additional_deps(module: MypyFile, declared: Sequence[RuntimeClass]) -> list[tuple[int, str, int]]:
     """The modules ``module`` must be analysed after: the containers of declared items where any are declared,
     and the declared classes' of the owners it defines, where they are in its own source tree.

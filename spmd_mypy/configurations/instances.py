@@ -44,6 +44,7 @@ from mypy.nodes import (
     Decorator,
     Expression,
     FuncDef,
+    MemberExpr,
     NameExpr,
     RefExpr,
     TypeInfo,
@@ -58,6 +59,7 @@ from spmd_mypy.configurations.conditions import Constant, WrittenMember, literal
 from spmd_mypy.configurations.declared import Configuration, enum_member
 from spmd_mypy.configurations.receivers import bound_values
 from spmd_mypy.fullnames import ASSIGNED, CALLED_VALUE, RETURNED
+from spmd_mypy.runtime_classes import declared_entry, find_class
 from spmd_mypy.wrappers import marked
 
 SignatureContext = Union[FunctionSigContext, MethodSigContext]
@@ -284,7 +286,11 @@ def _construction_decision(call: CallExpr, api: CheckerPluginInterface) -> Decis
 
 
 def _object_decision(receiver: Expression, api: CheckerPluginInterface) -> Decision:
-    """The flags every construction ``receiver`` is followed to decides alike (module docstring)."""
+    """The flags every construction ``receiver`` is followed to decides alike (module docstring), or what a
+    ``modules`` entry declares for it (:func:`_declared_decision`)."""
+    declared = _declared_decision(receiver, api)
+    if declared is not None:
+        return declared
     decisions = [_construction_decision(value, api) if isinstance(value, CallExpr) else None
                  for value in bound_values(receiver, api)]
     if not decisions or any(d is None for d in decisions):
@@ -292,6 +298,31 @@ def _object_decision(receiver: Expression, api: CheckerPluginInterface) -> Decis
     first, *others = [d for d in decisions if d is not None]
     return {flag: written for flag, written in first.items()
             if all(flag in other and _equal(other[flag][0], written[0]) for other in others)}
+
+
+def _declared_decision(receiver: Expression, api: CheckerPluginInterface) -> Decision | None:
+    """``self.head`` where ``[spmd_mypy] modules`` declares the class it holds at run time: the entry's literal
+    arguments, and the declared class's defaults for the flags they omit (the construction the code writes
+    is not the layer that runs); None where no entry declares it."""
+    owner = api.lookup_type_or_none(receiver.expr) if isinstance(receiver, MemberExpr) else None  # type: ignore[attr-defined]
+    settings = state_of(api).settings
+    entry = declared_entry(owner, receiver.name, settings.modules) if owner is not None else None  # type: ignore[union-attr]
+    if entry is None:
+        return None
+    found = find_class(state_of(api).values.modules, entry.cls)
+    if not isinstance(found, TypeInfo):
+        return {}  # the read reports the entry
+    flags = _flags(api)
+    decision: dict[str, tuple[Constant, Expression]] = {
+        name: (value, receiver) for name, value in entry.arguments if name in flags}
+    constructor = get_proper_type(type_object_type(found, api.named_type))  # type: ignore[attr-defined]
+    if isinstance(constructor, CallableType):
+        for name in flags.intersection(n for n in constructor.arg_names if n is not None) - set(decision):
+            default = _default(constructor, name, api)
+            value = literal_constant(default) if default is not None else None
+            if value is not None:
+                decision[name] = (value, receiver)
+    return decision
 
 
 def _equal(left: Constant, right: Constant) -> bool:

@@ -69,6 +69,33 @@ def test_modules_are_in_the_config_data_mypy_caches() -> None:
         f"{ATTENTION}.q_proj": COLUMN, "picotron.model.Llama.decoder_layers[*]": "picotron.model.DecoderLayer"}
 
 
+HEAD = RuntimeClass("picotron.model.Llama", "final_proj", COLUMN, arguments=(("gather_output", True), ("mode", "x")))
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("mypy.ini", f'[spmd_mypy]\nmodules = picotron.model.Llama.final_proj: {COLUMN}(gather_output=True, mode="x"),'
+                 f" {ATTENTION}.q_proj: {COLUMN}\n"),
+    ("pyproject.toml", f'[tool.spmd_mypy.modules]\n"picotron.model.Llama.final_proj" = '
+                       f"'{COLUMN}(gather_output=True, mode=\"x\")'\n\"{ATTENTION}.q_proj\" = \"{COLUMN}\"\n"),
+])
+def test_an_entry_states_the_literal_constructor_arguments_that_decide_flags(tmp_path: Path, name: str,
+                                                                              text: str) -> None:
+    """picotron passes ``gather_output=True`` to its swapped-in LM head only; a comma between arguments does
+    not end the entry."""
+    (tmp_path / name).write_text(text)
+    loaded = config.load(str(tmp_path / name))
+    assert loaded.modules == (HEAD, DECLARED[0])
+    assert loaded.as_dict()["modules"]["picotron.model.Llama.final_proj"] == f"{COLUMN}(gather_output=True, mode='x')"
+
+
+@pytest.mark.parametrize("arguments", ["True", "gather_output=flag", "gather_output=None", "gather_output=(1"])
+def test_arguments_that_are_not_keyword_literals_are_refused(tmp_path: Path, arguments: str) -> None:
+    (tmp_path / "mypy.ini").write_text(f"[spmd_mypy]\nmodules = a.B.c: a.C({arguments})\n")
+    with pytest.raises(config.ConfigError, match=re.escape(
+            "[spmd_mypy] modules: the arguments of 'a.B.c' must be keyword arguments with literal values")):
+        config.load(str(tmp_path / "mypy.ini"))
+
+
 def _module(root: Path, fullname: str) -> MypyFile:
     path = root.joinpath(*fullname.split(".")).with_suffix(".py")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from mypy.errors import CompileError
 from mypy.nodes import TypeAlias
 
 from spmd_mypy import config
@@ -54,10 +55,15 @@ class Configurations:
     @classmethod
     def of(cls, config_file: Path | None, cache_dir: Path | None) -> "Configurations":
         """The configurations of ``config_file``; their caches in mypy's cache directory (``cache_dir``, the
-        config file's ``cache_dir``, ``$MYPY_CACHE_DIR``, else ``.mypy_cache``), as ``spmd-check`` keeps them."""
+        config file's ``cache_dir``, ``$MYPY_CACHE_DIR``, else ``.mypy_cache``), as ``spmd-check`` keeps them.
+        A bad setting is a :class:`~mypy.errors.CompileError`, as in a check (:mod:`spmd_mypy.typed_run`)."""
         found = str(config_file) if config_file is not None else None
+        try:
+            configurations = config.load(found).configurations
+        except config.ConfigError as error:  # stopped as mypy stops on it: the same message
+            raise CompileError([f"{found}: error: {error}"]) from None
         chosen = cache_dir or config.mypy_setting(found, "cache_dir") or os.environ.get("MYPY_CACHE_DIR")
-        return cls(config.load(found).configurations, cache_dir, Path(chosen or ".mypy_cache"))
+        return cls(configurations, cache_dir, Path(chosen or ".mypy_cache"))
 
     @property
     def names(self) -> list[str | None]:

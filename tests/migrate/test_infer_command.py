@@ -161,3 +161,14 @@ def test_a_todo_names_the_lines_of_the_file_it_is_written_in(cache: Path, tmp_pa
                for todo in todos), todos
     for todo in todos:
         assert todo.strip().removeprefix("# TODO(spmd-migrate): ") in err
+
+
+def test_a_bad_setting_stops_with_its_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The configurations are read before the first check: a bad one is said as mypy says it, no traceback."""
+    config = tmp_path / "mypy.ini"
+    config.write_text(CONFIG.read_text() + "\n[spmd_mypy]\nconfigurations =\n    sp: sequence_parallel = maybe?\n")
+    (tmp_path / "model.py").write_text(BLOCK)
+    assert main(["--infer", "--config-file", str(config), "--cache-dir", str(tmp_path / "cache"),
+                 str(tmp_path / "model.py")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"spmd-migrate --infer: mypy stopped:\n{config}: error: [spmd_mypy] "), err

@@ -13,7 +13,8 @@ run decides its own annotations (:mod:`.infer_rules`); then, per place:
   spmd.flags.sequence_parallel else Tensor[I[tp]]``): the alias's name;
 * otherwise nothing is written, and a TODO names what each configuration
   decided.  A configuration that decides nothing where it has evidence
-  (a call's argument still unknown) holds the place back for a later round.
+  (a call's argument still unknown, or not a tensor there) holds the place
+  back: a later round may decide it, else its TODO stays.
 """
 
 from __future__ import annotations
@@ -208,10 +209,13 @@ def agreed(decided: Mapping[str | None, Decided], configurations: Configurations
             by_target.setdefault(proposal.target, {})[name] = proposal
     proposals = []
     for target, found in by_target.items():
-        silent = [c for c in decided if c not in found and _has_evidence(decided[c].evidence, target)]
-        if silent:
-            continue  # undecided there (yet)
         first = next(iter(found.values()))
+        silent = [c for c in decided if c not in found and _has_evidence(decided[c].evidence, target)]
+        if silent:  # undecided there: it may be decided in a later round, else this is the last word
+            shown = ", ".join(f"{c}: {p.annotation.annotation()}" for c, p in found.items())
+            todos.setdefault(target, Todo(target, first.file, f"the configurations disagree ({shown}; "
+                                          f"{', '.join(map(str, silent))}: no type); annotate it by hand"))
+            continue
         lines = frozenset(line for p in found.values() for line in p.lines)
         if len({p.annotation for p in found.values()}) == 1:
             proposals.append(Proposal(target, first.annotation, first.file, lines))

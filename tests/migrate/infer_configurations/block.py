@@ -5,6 +5,7 @@
 ``Activation``: in each configuration a different type, which the alias
 says.  ``_bias_added`` is passed ``R@tp`` in both.  ``_picked`` is passed
 ``S(-1)@tp`` in one and ``R@tp`` in the other, which no alias in scope says.
+``_halved`` is passed a tensor in one and a float in the other.
 """
 
 import spmd_stubs as spmd
@@ -26,7 +27,12 @@ def _picked(z):
     return z
 
 
+def _halved(v):
+    return v / 2
+
+
 def block(x: Activation, b: Tensor[R@tp], w: Tensor[S(-1)@tp], r: Tensor[R@tp]) -> Activation:
     _bias_added(b)
     _picked(w if spmd.flags.sequence_parallel else r)
+    _halved(w if spmd.flags.sequence_parallel else 2.0)
     return _scaled(x)

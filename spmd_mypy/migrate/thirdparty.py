@@ -51,14 +51,20 @@ def _project_root() -> Path:
     return Path(spmd_stubs.__file__).resolve().parent.parent
 
 
-def mypy_config(root: Path, skipped_packages: Sequence[str], configurations: str = "") -> str:
+def mypy_config(root: Path, skipped_packages: Sequence[str], configurations: str = "", modules: str = "",
+                strict: bool = False) -> str:
     """A mypy.ini for checking copied modules under ``root`` with the plugin.
 
     The shipped recommended config (the plugin, torch internals skipped),
     plus: ``check_untyped_defs``, since third-party bodies are mostly
-    unannotated and mypy would not look inside them otherwise, the
+    unannotated and mypy would not look inside them otherwise,
+    ``explicit_package_bases``, so a module of a namespace package (megatron
+    has no ``megatron/__init__.py``) is named from ``root``
+    (``megatron.core.transformer.mlp``, as its imports and the
+    ``[spmd_mypy]`` settings name it, not ``core.transformer.mlp``), the
     packages not chosen for checking skipped, and the ``configurations`` the
-    layers' flags are checked in (``[spmd_mypy]``'s lines, if any).
+    layers' flags are checked in, the ``modules`` whose class is chosen
+    at run time and ``strict`` (``[spmd_mypy]``'s lines, if any).
     """
     config = configparser.ConfigParser()
     config.read_string(RECOMMENDED_CONFIG.read_text())
@@ -66,14 +72,16 @@ def mypy_config(root: Path, skipped_packages: Sequence[str], configurations: str
         {
             "mypy_path": f"{root}:{_project_root()}",
             "check_untyped_defs": "True",
+            "explicit_package_bases": "True",
             "ignore_missing_imports": "True",
             "follow_imports": "silent",
         }
     )
     if skipped_packages:
         config["mypy-" + ",".join(f"{name}.*" for name in skipped_packages)] = {"follow_imports": "skip"}
-    if configurations:
-        config["spmd_mypy"] = {"configurations": configurations}
+    settings = {"configurations": configurations, "modules": modules, "strict": "true" if strict else ""}
+    if any(settings.values()):
+        config["spmd_mypy"] = {key: value for key, value in settings.items() if value}
     text = io.StringIO()
     config.write(text)
     return text.getvalue()
@@ -112,11 +120,11 @@ _LINE = re.compile(
 
 
 def run_mypy(root: Path, files: Sequence[Path], skipped_packages: Sequence[str], cache_dir: Path,
-             configurations: str = "") -> MypyRun:
+             configurations: str = "", modules: str = "", strict: bool = False) -> MypyRun:
     """Run mypy with the plugin over ``files`` (paths under ``root``) and parse what it says; with
-    ``configurations``, ``spmd-check`` in each of them."""
+    ``configurations``, ``spmd-check`` in each of them; ``modules`` and ``strict`` as in :func:`mypy_config`."""
     config = root / "spmd-mypy.ini"
-    config.write_text(mypy_config(root, skipped_packages, configurations))
+    config.write_text(mypy_config(root, skipped_packages, configurations, modules, strict))
     runner = "spmd_mypy.configurations.cli" if configurations else "mypy"
     command = [sys.executable, "-m", runner, "--config-file", str(config), "--cache-dir", str(cache_dir),
                "--show-error-codes", "--no-error-summary", "--hide-error-context", "--no-pretty",

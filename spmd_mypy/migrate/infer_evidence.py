@@ -16,6 +16,9 @@ and for every class, the type of each value assigned to ``self.NAME`` in its
 methods where the class declares no type for ``NAME``
 (``nn.Parameter(x)`` counts as ``x``).
 
+A function defined twice under one name (``if``/``else``, ``try``/``except``)
+lacks nothing: an annotation is written by name, and the two may differ.
+
 A definition mypy loaded from its cache (a module imported but not among
 the files) has no ``arguments`` and no body: a function is read through its
 argument names, kinds and signature, which every definition has.
@@ -23,6 +26,7 @@ argument names, kinds and signature, which every definition has.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -42,9 +46,11 @@ from mypy.nodes import (
     MemberExpr,
     MypyFile,
     NameExpr,
+    OverloadedFuncDef,
     RefExpr,
     Statement,
     TypeInfo,
+    Var,
 )
 from mypy.server.subexpr import get_subexpressions
 from mypy.types import (
@@ -192,6 +198,9 @@ class _Scope:
 def _scopes(statements: list[Statement], prefix: str, cls: ClassDef | None) -> Iterator[_Scope]:
     """Every function and class defined in ``statements``, nested ones too, with their paths."""
     for statement in statements:
+        if isinstance(statement, OverloadedFuncDef):  # a property with its setter, @overload variants
+            yield from _scopes([*statement.items, *([statement.impl] if statement.impl else [])], prefix, cls)
+            continue
         if isinstance(statement, Decorator):
             statement = statement.func
         if isinstance(statement, FuncDef):
@@ -262,15 +271,15 @@ _ANY = AnyType(TypeOfAny.special_form)
 
 
 def _declares(info: TypeInfo | None, name: str) -> bool:
-    """Whether the class (or a base of it in the checked code) declares a type for ``name``."""
+    """Whether the class (or a base of it) declares a type for ``name``: an annotated attribute, or
+    anything but an attribute (a property, whose setter ``self.NAME = value`` calls, a method)."""
     if info is None:
         return False
     for base in info.mro:
         symbol = base.names.get(name)
-        if symbol is None:
+        if symbol is None or symbol.node is None:
             continue
-        node = symbol.node
-        if getattr(node, "is_inferred", True) is False:
+        if not isinstance(symbol.node, Var) or not symbol.node.is_inferred:
             return True
     return False
 
@@ -319,9 +328,13 @@ def gather(run: TypedRun) -> Evidence:
     files: list[tuple[str, MypyFile]] = sorted(run.trees.items())
     scopes = {module: list(_scopes(tree.defs, "", None)) for module, tree in files}
     for module, tree in files:
+        paths = Counter(scope.path for scope in scopes[module] if isinstance(scope.node, FuncDef))
         for scope in scopes[module]:
             if isinstance(scope.node, FuncDef):
-                evidence.functions[scope.node] = function_evidence(scope.node, module, scope.path, tree.path)
+                found = function_evidence(scope.node, module, scope.path, tree.path)
+                if paths[scope.path] > 1:  # defined twice (if/else, try/except): which one a name means is
+                    found.untyped_params, found.untyped_return = [], False  # the run's, not the source's
+                evidence.functions[scope.node] = found
             else:
                 evidence.class_style[f"{module}:{scope.path}"] = any(
                     _is_tensor_annotation(s) for s in scope.node.defs.body if isinstance(s, AssignmentStmt))

@@ -305,6 +305,12 @@ def test_an_optional_argument_gives_an_optional_parameter(runs: Runs) -> None:
     assert not _errors(runs.result.diagnostics, runs.file("optional.py"))
 
 
+def test_a_name_of_two_definitions_is_left_as_it_is(runs: Runs) -> None:
+    path = runs.file("defined_twice.py")
+    assert runs.result.texts[path].replace(
+        "def _doubled(z: Tensor[R@tp]) -> Tensor[R@tp]:", "def _doubled(z):") == (CASES / "defined_twice.py").read_text()
+
+
 def test_no_written_annotation_adds_a_rejection(runs: Runs) -> None:
     """Every diagnostic the inferred code gets that is not an SPMD finding was there before."""
     def rejections(diagnostics: list[Diagnostic]) -> set[tuple[str, str | None]]:

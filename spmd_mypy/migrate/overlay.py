@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import libcst as cst
+import libcst.helpers
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor
 
@@ -250,10 +251,38 @@ def _annotation(spmd_type: Declared, spelling: Spelling) -> cst.Annotation:
     return cst.Annotation(cst.parse_expression(spmd_type.annotation(spelling)))
 
 
-def add_imports(context: CodemodContext, spmd_type: Declared, spelling: Spelling) -> None:
-    """Have the codemod of ``context`` import what ``spmd_type`` spelled in ``spelling`` uses."""
+def add_imports(context: CodemodContext, spmd_type: Declared, spelling: Spelling, qualified: bool = False) -> None:
+    """Have the codemod of ``context`` import what ``spmd_type`` spelled in ``spelling`` uses; ``spmd_stubs``
+    itself instead of its ``Tensor`` where the module's ``Tensor`` is another (:class:`_QualifiedTensor`)."""
     for module, name in sorted(spmd_type.imports(spelling)):
-        AddImportsVisitor.add_needed_import(context, module, name)
+        if qualified and (module, name) == ("spmd_stubs", "Tensor"):
+            AddImportsVisitor.add_needed_import(context, "spmd_stubs")
+        else:
+            AddImportsVisitor.add_needed_import(context, module, name)
+
+
+def _binds_other_tensor(module: cst.Module) -> bool:
+    """Whether the module imports a ``Tensor`` of its own (``from torch import Tensor``)."""
+    for statement in module.body:
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
+                continue
+            source = cst.helpers.get_full_name_for_node(small.module) if small.module is not None else None
+            bound = {(alias.asname.name.value if alias.asname else alias.name.value)  # type: ignore[union-attr]
+                     for alias in small.names}
+            if "Tensor" in bound and source != "spmd_stubs":
+                return True
+    return False
+
+
+class _QualifiedTensor(cst.CSTTransformer):
+    """``Tensor[...]`` -> ``spmd_stubs.Tensor[...]``: in a module whose own ``Tensor`` is torch's, the SPMD
+    annotations name spmd_stubs' (torch's ``Tensor`` takes no subscript, so every subscripted one is ours)."""
+
+    def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.Subscript) -> cst.Subscript:
+        if isinstance(updated_node.value, cst.Name) and updated_node.value.value == "Tensor":
+            return updated_node.with_changes(value=cst.Attribute(cst.Name("spmd_stubs"), cst.Name("Tensor")))
+        return updated_node
 
 
 class OverlayCommand(VisitorBasedCodemodCommand):
@@ -268,6 +297,7 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         self.spelling = Spelling.AT
         self._path: list[str] = []
         self._choices: dict[str, SpmdChoice] = {}
+        self._qualified = False
 
     def _use(self, spmd_type: Declared) -> None:
         chosen = [spmd_type] if isinstance(spmd_type, SpmdChoice) else \
@@ -275,10 +305,11 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         for choice in chosen:
             self._choices[choice.annotation()] = choice
             AddImportsVisitor.add_needed_import(self.context, "spmd_stubs")
-        add_imports(self.context, spmd_type, self.spelling)
+        add_imports(self.context, spmd_type, self.spelling, self._qualified)
 
     def visit_Module(self, node: cst.Module) -> None:
         self.spelling = spelling_of(node)
+        self._qualified = _binds_other_tensor(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._path.append(node.name.value)
@@ -307,13 +338,13 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         )
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        """The flag-chosen aliases, before the module's first class or function (after its imports)."""
-        if not self._choices:
-            return updated_node
+        """The flag-chosen aliases, before the module's first class or function (after its imports); every
+        annotation qualified where the module's own ``Tensor`` is another."""
         body = list(updated_node.body)
         at = next((i for i, s in enumerate(body) if isinstance(s, (cst.ClassDef, cst.FunctionDef))), len(body))
         aliases = [cst.parse_statement(choice.alias(self.spelling)) for _, choice in sorted(self._choices.items())]
-        return updated_node.with_changes(body=[*body[:at], *aliases, *body[at:]])
+        written = updated_node.with_changes(body=[*body[:at], *aliases, *body[at:]])
+        return written.visit(_QualifiedTensor()) if self._qualified else written  # type: ignore[return-value]
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         path = ".".join(self._path)

@@ -192,3 +192,19 @@ def test_a_tuple_item_may_be_chosen_by_a_flag(tmp_path: Path) -> None:
     compile(code, "layers.py", "exec")
     (tmp_path / "again.toml").write_text(overlay_toml(overlays))
     assert load_overlays([tmp_path / "again.toml"]) == overlays
+
+
+def test_a_module_that_imports_torchs_tensor_gets_qualified_annotations(tmp_path: Path) -> None:
+    """megatron's attention.py does ``from torch import Tensor``: importing spmd_stubs' under the same name
+    would be shadowed by it (mypy: incompatible import), and every annotation would stay plain."""
+    source = SOURCE.replace("import torch\n", "import torch\nfrom torch import Tensor\n", 1)
+    spec = tmp_path / "choice.toml"
+    spec.write_text(CHOICE_SPEC)
+    code = apply_overlay(source, "pkg.layers", load_overlays([spec])["pkg.layers"])
+    lines = code.splitlines()
+    assert "from torch import Tensor" in lines and "import spmd_stubs" in lines
+    assert not any(line.startswith("from spmd_stubs import") and "Tensor" in line for line in lines)
+    assert ("_spmd_sequence_parallel_S_0_tp_I_tp = spmd_stubs.Tensor[S[0, tp]] if spmd_stubs.flags.sequence_parallel "
+            "else spmd_stubs.Tensor[I[tp]]") in lines
+    assert "Tensor[" not in code.replace("spmd_stubs.Tensor[", "")
+    compile(code, "layers.py", "exec")

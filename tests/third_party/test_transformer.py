@@ -212,6 +212,18 @@ STRICT_SITES = Counter({
     **{(MLP, "MLP.forward", "spmd-untyped-boundary", kernel, "an untyped third-party call"): 1
        for kernel in ["bias_gelu_impl", "bias_geglu_impl", "bias_swiglu_impl", "weighted_bias_swiglu_impl",
                       "weighted_bias_quick_geglu_impl"]},
+    # Attention's typed activations reach what stays untyped there: activation offloading's context
+    # manager, Transformer Engine's SplitAlongDim (the fused qkv split) and the q/k layernorms, built by
+    # build_module from a spec no entry declares.
+    (ATTENTION, "Attention.forward", "spmd-untyped-boundary", "off_interface", "an untyped third-party call"): 1,
+    (ATTENTION, "Attention.forward", "spmd-untyped-boundary", "off_interface.group_commit",
+     "an untyped third-party call"): 1,
+    (ATTENTION, "SelfAttention.get_query_key_value_tensors", "spmd-untyped-boundary", "SplitAlongDim",
+     "an untyped third-party call"): 2,
+    (ATTENTION, "SelfAttention.get_query_key_value_tensors", "spmd-untyped-boundary", "self.q_layernorm",
+     "an untyped third-party call"): 1,
+    (ATTENTION, "SelfAttention.get_query_key_value_tensors", "spmd-untyped-boundary", "self.k_layernorm",
+     "an untyped third-party call"): 1,
     # QK clipping hands linear_qkv's weight to an unannotated helper.
     (ATTENTION, "SelfAttention.clip_qk", "spmd-untyped-boundary", "_clip_linear_qkv", "an unannotated parameter"): 1,
 })

@@ -23,6 +23,8 @@ FLAGS_CLASS: Final = "spmd_stubs.configuration.Flags"
 # --- the typed API's modules and calls ---
 COLLECTIVES_MODULE: Final = "spmd_stubs.collectives."
 MEGATRON_MODULE: Final = "spmd_stubs.megatron."
+APPLY_MODULE: Final = "megatron.core.typed_torch.apply_module"
+"""megatron-core's ``apply_module(m)``: returns ``m``, typed as its ``forward`` for callers' type hints."""
 SPMD_OPS_MODULE: Final = "spmd_stubs.ops."
 GROUP_OF: Final = "spmd_stubs.mesh.group_of"
 TO_LOCAL: Final = "spmd_stubs.dtensor.to_local"

@@ -44,6 +44,7 @@ from spmd_mypy.config import Config
 from spmd_mypy.configurations import instances, unset_flags
 from spmd_mypy.configurations import members as enum_members
 from spmd_mypy.fullnames import (
+    APPLY_MODULE,
     ASSERT_TYPE,
     ASSIGNED,
     ATTRIBUTE_PREFIX,
@@ -168,6 +169,7 @@ FUNCTIONS = HookTable(
         CALLED_VALUE: always(untyped_boundaries.called_value_hook),
         ASSIGNED: always(untyped_boundaries.assigned_hook),
         GROUP_OF: always(groups.group_of_hook),
+        APPLY_MODULE: always(polymorphism.module_itself_hook),
     },
     rules=(
         (COLLECTIVES_MODULE, members(typed_collectives.TYPED_OPS,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Callable
 
 from mypy.nodes import Decorator, FuncDef, TypeInfo
-from mypy.plugin import CheckerPluginInterface, FunctionSigContext, MethodContext, MethodSigContext
+from mypy.plugin import CheckerPluginInterface, FunctionContext, FunctionSigContext, MethodContext, MethodSigContext
 from mypy.typeops import bind_self
 from mypy.types import CallableType, FunctionLike, Instance, Type, get_proper_type
 
@@ -210,3 +210,11 @@ def own_method(info: TypeInfo, name: str, base: str) -> FunctionLike | None:
     if not isinstance(node, FuncDef):
         return None
     return node.type if isinstance(node.type, FunctionLike) else None
+
+
+def module_itself_hook(ctx: FunctionContext) -> Type:
+    """``apply_module(m)`` (megatron-core) returns ``m`` itself: typed as ``m``, ``apply_module(m)(x)`` is a
+    module call, judged as ``m(x)`` is (its flags per instance included), not by a ``forward`` signature
+    read once for every instance."""
+    given = get_proper_type(ctx.arg_types[0][0]) if ctx.arg_types and ctx.arg_types[0] else None
+    return given if isinstance(given, Instance) and given.type.has_base(MODULE) else ctx.default_return_type

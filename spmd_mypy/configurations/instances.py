@@ -58,7 +58,7 @@ from spmd_mypy.build_state import state_of
 from spmd_mypy.configurations.conditions import Constant, WrittenMember, literal_constant, same_value
 from spmd_mypy.configurations.declared import Configuration, enum_member
 from spmd_mypy.configurations.receivers import bound_values
-from spmd_mypy.fullnames import ASSIGNED, CALLED_VALUE, RETURNED
+from spmd_mypy.fullnames import APPLY_MODULE, ASSIGNED, CALLED_VALUE, RETURNED
 from spmd_mypy.runtime_classes import declared_entry, find_class
 from spmd_mypy.wrappers import marked
 
@@ -288,6 +288,7 @@ def _construction_decision(call: CallExpr, api: CheckerPluginInterface) -> Decis
 def _object_decision(receiver: Expression, api: CheckerPluginInterface) -> Decision:
     """The flags every construction ``receiver`` is followed to decides alike (module docstring), or what a
     ``modules`` entry declares for it (:func:`_declared_decision`)."""
+    receiver = _module_itself(receiver)
     declared = _declared_decision(receiver, api)
     if declared is not None:
         return declared
@@ -298,6 +299,14 @@ def _object_decision(receiver: Expression, api: CheckerPluginInterface) -> Decis
     first, *others = [d for d in decisions if d is not None]
     return {flag: written for flag, written in first.items()
             if all(flag in other and _equal(other[flag][0], written[0]) for other in others)}
+
+
+def _module_itself(receiver: Expression) -> Expression:
+    """``m`` for megatron's ``apply_module(m)``, which returns ``m``."""
+    while (isinstance(receiver, CallExpr) and isinstance(receiver.callee, RefExpr)
+           and receiver.callee.fullname == APPLY_MODULE and receiver.args):
+        receiver = receiver.args[0]
+    return receiver
 
 
 def _declared_decision(receiver: Expression, api: CheckerPluginInterface) -> Decision | None:

@@ -164,10 +164,6 @@ def test_the_checker_runs_without_crashing(checked):
 EXPECTED = Counter({
     # Real: the replicated bias added to S(0)@tp activations inside the row layer (test_check.py's finding).
     (LAYERS, "RowParallelLinear.forward", "spmd-invariant-mix", "output_", "sp"): 1,
-    # False: linear_qkv is called through apply_module(self.linear_qkv)(x), typed by its forward's signature
-    # as the configuration reads it, so its entry's gather_output=False does not decide it: in gathered its
-    # output reads as gathered (I@tp), which the num_query_groups < tp branch all-gathers as split.
-    (ATTENTION, "SelfAttention.get_query_key_value_tensors", "spmd-collective", "spmd.all_gather", "gathered"): 1,
 })
 
 STRICT_CODES = {"spmd-untyped-boundary", "spmd-unmodelled", "spmd-missing-axis", "spmd-untyped-collective"}

@@ -198,9 +198,6 @@ STRICT_SITES = Counter({
     # The linear autograd Function, which serves every layout and stays untyped (docs/third_party.md).
     (LAYERS, "ColumnParallelLinear.forward", "spmd-untyped-boundary", "_forward_impl", "an unannotated parameter"): 1,
     (LAYERS, "RowParallelLinear.forward", "spmd-untyped-boundary", "_forward_impl", "an unannotated parameter"): 1,
-    # A false report: the return is annotated by the flag-chosen alias, which strict mode reads as plain.
-    (LAYERS, "VocabParallelEmbedding.forward", "spmd-untyped-boundary", "forward",
-     "a return typed plain torch.Tensor"): 1,
     # The activation between fc1 and fc2: the config's callable (two paths), the nested glu, and the fused
     # bias-activation kernels (megatron.core.fusions), all untyped: fc2's input is unknown.
     (MLP, "MLP.forward", "spmd-untyped-boundary", "self.activation_func", "an untyped third-party call"): 2,

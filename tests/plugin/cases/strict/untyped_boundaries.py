@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from flash_attn import flash_attn_func  # type: ignore[import-not-found]
 import triton_kernels  # type: ignore[import-not-found]
 
-from spmd_stubs import I, P, R, S, Tensor, V, all_reduce, convert
+from spmd_stubs import Group, I, P, R, S, Tensor, V, all_reduce, convert
 from spmd_stubs.axes import tp
 
 
@@ -51,6 +51,19 @@ class Untyped(torch.nn.Module):
 
 def modules(x: Tensor[V@tp]) -> None:
     Untyped()(x)  # E: spmd-untyped-boundary `Untyped` takes Tensor[V@tp], lost at a module with an unannotated forward
+
+
+def size_tested(x: Tensor[V@tp], group: Group[tp]) -> Tensor[V@tp]:
+    """A return wrapped for the size test (docs/spec.md#axes-of-size-1) keeps its declared type: no report."""
+    if group.size() == 1:
+        return x
+    return x * 2
+
+
+def size_tested_plain(x: Tensor[V@tp], group: Group[tp]) -> torch.Tensor:
+    if group.size() == 1:
+        return x  # E: spmd-untyped-boundary lost at a return typed plain torch.Tensor
+    return x * 2  # E: spmd-untyped-boundary lost at a return typed plain torch.Tensor
 
 
 def explicit_any(x: Any) -> Any:

@@ -210,6 +210,14 @@ def called_value_hook(ctx: FunctionContext) -> Type:
     if typed:
         name = _dotted(call.callee)
         taken = ", ".join(_shown(typ, ctx.api) for typ in typed)
+        constructor = _unchecked_constructor(call.callee, ctx.api)
+        if constructor is not None:
+            _fail(ctx.api, call,
+                  f"`{name}` takes {taken}, {Boundary.UNTYPED_VALUE.phrase}: `{constructor}.__init__`, which "
+                  f"assigns it, has no annotations, so mypy does not check it and types every attribute it "
+                  f"assigns Any. Fix: annotate `{constructor}.__init__` (`-> None` is enough), or set "
+                  "check_untyped_defs = True in [mypy].")
+            return found
         if origin.type_of_any == TypeOfAny.from_unimported_type:
             what, kind = "mypy could not resolve its import, so it is Any", Boundary.THIRD_PARTY
         else:
@@ -220,6 +228,18 @@ def called_value_hook(ctx: FunctionContext) -> Type:
               "and return are spmd_stubs.Tensor[...], or an overlay: docs/third_party.md), or state the result's "
               "type with assert_type(result, <type>@<axis>).")
     return found
+
+
+def _unchecked_constructor(callee: Expression, api: CheckerPluginInterface) -> str | None:
+    """The class, for ``self.attr`` assigned in an unannotated ``__init__`` mypy does not check (so ``Any``)."""
+    if not isinstance(callee, MemberExpr) or api.options.check_untyped_defs:
+        return None
+    owner = get_proper_type(api.lookup_type_or_none(callee.expr))  # type: ignore[attr-defined]
+    if not isinstance(owner, Instance):
+        return None
+    assigned = next((cls for cls in owner.type.mro if callee.name in cls.names), None)
+    constructor = assigned.get_method("__init__") if assigned is not None else None
+    return assigned.name if isinstance(constructor, FuncDef) and constructor.is_dynamic() else None
 
 
 def _dotted(callee: Expression) -> str:

@@ -66,6 +66,31 @@ def size_tested_plain(x: Tensor[V@tp], group: Group[tp]) -> torch.Tensor:
     return x * 2  # E: spmd-untyped-boundary lost at a return typed plain torch.Tensor
 
 
+class Norm(torch.nn.Module):
+    def forward(self, x: Tensor[I@tp]) -> Tensor[I@tp]:
+        return x
+
+
+class UncheckedConstructor(torch.nn.Module):
+    """picotron's DecoderLayer: an unannotated __init__ is not checked, so its attributes are Any."""
+
+    def __init__(self, config):  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.norm = Norm()
+
+    def forward(self, x: Tensor[I@tp]) -> Tensor[I@tp]:
+        return self.norm(x)  # E: spmd-untyped-boundary `UncheckedConstructor.__init__`, which assigns it, has no annotations
+
+
+class CheckedConstructor(torch.nn.Module):
+    def __init__(self, config) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.norm = Norm()
+
+    def forward(self, x: Tensor[I@tp]) -> Tensor[I@tp]:
+        return self.norm(x)
+
+
 def explicit_any(x: Any) -> Any:
     return x
 

@@ -313,9 +313,10 @@ def _declared_decision(receiver: Expression, api: CheckerPluginInterface) -> Dec
     """``self.head`` where ``[spmd_mypy] modules`` declares the class it holds at run time: the entry's literal
     arguments, and the declared class's defaults for the flags they omit (the construction the code writes
     is not the layer that runs); None where no entry declares it."""
-    owner = api.lookup_type_or_none(receiver.expr) if isinstance(receiver, MemberExpr) else None  # type: ignore[attr-defined]
-    settings = state_of(api).settings
-    entry = declared_entry(owner, receiver.name, settings.modules) if owner is not None else None  # type: ignore[union-attr]
+    if not isinstance(receiver, MemberExpr):
+        return None
+    owner = api.lookup_type_or_none(receiver.expr)  # type: ignore[attr-defined]
+    entry = declared_entry(owner, receiver.name, state_of(api).settings.modules) if owner is not None else None
     if entry is None:
         return None
     found = find_class(state_of(api).values.modules, entry.cls)

@@ -344,7 +344,7 @@ class OverlayCommand(VisitorBasedCodemodCommand):
         at = next((i for i, s in enumerate(body) if isinstance(s, (cst.ClassDef, cst.FunctionDef))), len(body))
         aliases = [cst.parse_statement(choice.alias(self.spelling)) for _, choice in sorted(self._choices.items())]
         written = updated_node.with_changes(body=[*body[:at], *aliases, *body[at:]])
-        return written.visit(_QualifiedTensor()) if self._qualified else written  # type: ignore[return-value]
+        return written.visit(_QualifiedTensor()) if self._qualified else written
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         path = ".".join(self._path)

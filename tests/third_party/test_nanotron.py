@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from spmd_mypy.migrate.thirdparty import installed_dir, mypy_config
-from tests.third_party.test_check import function_at
+from tests.third_party.checked_copy import function_at
 
 ANNOTATIONS = Path(__file__).with_name("nanotron") / "annotations.patch"
 TENSOR_PARALLEL = "nanotron/parallel/tensor_parallel"

@@ -39,6 +39,7 @@ from mypy.typevars import fill_typevars_with_any
 from spmd_mypy import errorcodes
 from spmd_mypy.build_state import state_of
 from spmd_mypy.config import SECTION, RuntimeClass
+from spmd_mypy.statements import defining_module
 
 CONTAINERS_MODULE = "spmd_stubs.containers"
 CONTAINERS = (
@@ -127,7 +128,7 @@ def find_class(modules: dict[str, MypyFile], fullname: str) -> TypeInfo | Absent
     if found is not None and isinstance(found.node, TypeInfo):
         return found.node
     module_name = fullname.rpartition(".")[0]
-    module = next((modules[prefix] for prefix in _module_prefixes(fullname) if prefix in modules), None)
+    module = defining_module(fullname, modules)
     if module is None or (module.names and module.fullname != module_name
                           and fullname.removeprefix(f"{module.fullname}.").partition(".")[0] not in module.names):
         return Absent(f"is not in the build: mypy checks no module {module_name} (neither among its files nor "
@@ -137,12 +138,6 @@ def find_class(modules: dict[str, MypyFile], fullname: str) -> TypeInfo | Absent
                       f"import {module.fullname} in this module")
     return Absent(f"names no class: {module.fullname} has no class {fullname.removeprefix(module.fullname + '.')}; "
                   "write the full name of the class", certain=True)
-
-
-def _module_prefixes(fullname: str) -> list[str]:
-    """``a.b.C.D`` -> ``a.b.C``, ``a.b``, ``a``: where the module part of a full name may end."""
-    parts = fullname.split(".")
-    return [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
 
 
 def _constructing(ctx: AttributeContext) -> bool:

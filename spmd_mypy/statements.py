@@ -16,7 +16,7 @@ Two depths:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from mypy.nodes import (
     FUNC_NO_INFO,
@@ -30,6 +30,7 @@ from mypy.nodes import (
     IfStmt,
     ListExpr,
     MatchStmt,
+    MypyFile,
     NameExpr,
     OverloadedFuncDef,
     StarExpr,
@@ -146,3 +147,11 @@ def class_of(function: FuncItem) -> TypeInfo | None:
     """The class ``function`` is a method of; None for a function outside a class."""
     info = getattr(function, "info", None)
     return info if isinstance(info, TypeInfo) and info is not FUNC_NO_INFO else None
+
+
+def defining_module(fullname: str, modules: Mapping[str, MypyFile]) -> MypyFile | None:
+    """The build's module a full name is defined in: the longest prefix of it that is a module
+    (``a.b.C.f`` -> ``a.b``), None where none is in the build."""
+    parts = fullname.split(".")
+    return next((modules[name] for name in (".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1))
+                 if name in modules), None)

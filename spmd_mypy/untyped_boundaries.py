@@ -259,10 +259,16 @@ def forgets_return(function: FuncDef) -> bool:
     signature = function.type
     if not isinstance(signature, CallableType) or function.name == "__init__":
         return False
-    declared = get_proper_type(signature.ret_type)
-    if isinstance(declared, AnyType):
-        return declared.type_of_any == TypeOfAny.unannotated
-    return has_plain_tensor(declared)
+    return _return_boundary(signature.ret_type) is not None
+
+
+def _return_boundary(declared: Type) -> Boundary | None:
+    """The kind of return that forgets SPMD types: none written (with annotated parameters), or one with
+    a plain ``torch.Tensor`` in it; None for a return that keeps them, or an explicit ``Any``."""
+    proper = get_proper_type(declared)
+    if isinstance(proper, AnyType):
+        return Boundary.UNANNOTATED_RETURN if proper.type_of_any == TypeOfAny.unannotated else None
+    return Boundary.PLAIN_RETURN if has_plain_tensor(proper) else None
 
 
 def has_plain_tensor(typ: Type) -> bool:
@@ -282,14 +288,8 @@ def check_return(api: CheckerPluginInterface, where: Context, function: FuncDef,
     """``return value`` with a typed ``value`` in a function whose declared return forgets it (strict)."""
     if not typed_tensors_in(value) or not isinstance(function.type, CallableType):
         return
-    declared = get_proper_type(function.type.ret_type)
-    if isinstance(declared, AnyType):
-        if declared.type_of_any != TypeOfAny.unannotated:
-            return
-        kind = Boundary.UNANNOTATED_RETURN
-    elif has_plain_tensor(declared):
-        kind = Boundary.PLAIN_RETURN
-    else:
+    kind = _return_boundary(function.type.ret_type)
+    if kind is None:
         return  # a return wrapped for another reason (a size test) that keeps its SPMD types
     shown = _shown(value, api)
     _fail(api, where, f"`{function.name}` returns {shown}, {kind.phrase}, so its callers get no SPMD type. "

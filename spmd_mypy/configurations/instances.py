@@ -60,6 +60,7 @@ from spmd_mypy.configurations.declared import Configuration, enum_member
 from spmd_mypy.configurations.receivers import bound_values
 from spmd_mypy.fullnames import APPLY_MODULE, ASSIGNED, CALLED_VALUE, RETURNED
 from spmd_mypy.runtime_classes import declared_entry, find_class
+from spmd_mypy.statements import defining_module
 from spmd_mypy.wrappers import marked
 
 SignatureContext = Union[FunctionSigContext, MethodSigContext]
@@ -263,17 +264,11 @@ def _default(signature: CallableType, name: str, api: CheckerPluginInterface) ->
 
     definition = signature.definition
     modules = getattr(api, "modules", {})
-    module = next((modules[m] for m in _prefixes(definition.fullname) if m in modules), None) if isinstance(
-        definition, FuncDef) else None
+    module = defining_module(definition.fullname, modules) if isinstance(definition, FuncDef) else None
     if module is None or installed(module.fullname, module.path):
         return None
     arguments = getattr(definition, "arguments", None) or []
     return next((a.initializer for a in arguments if a.variable.name == name), None)
-
-
-def _prefixes(fullname: str) -> list[str]:
-    parts = fullname.split(".")
-    return [".".join(parts[:n]) for n in range(len(parts) - 1, 0, -1)]
 
 
 def _construction_decision(call: CallExpr, api: CheckerPluginInterface) -> Decision | None:

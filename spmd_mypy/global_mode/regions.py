@@ -34,7 +34,7 @@ from mypy.plugin import CheckerPluginInterface
 from spmd_mypy.annotations import AnnotationError, axes_of
 from spmd_mypy.build_state import state_of
 from spmd_mypy.fullnames import GLOBAL_SPMD, LOCAL_MAP
-from spmd_mypy.statements import Function, blocks_in, functions_in
+from spmd_mypy.statements import Function, blocks_in, defining_module, functions_in
 from spmd_mypy.wrappers import unwrapped
 
 REGIONS = (GLOBAL_SPMD, LOCAL_MAP)
@@ -207,12 +207,7 @@ def axes_of_def(api: CheckerPluginInterface, func: FuncDef) -> frozenset[str]:
         modes = modes_of(api, tree)
         if id(func) in modes.by_def:
             return modes.by_def[id(func)]
-    modules = getattr(api, "modules", {})
-    parts = func.fullname.split(".")
-    for end in range(len(parts) - 1, 0, -1):
-        module = modules.get(".".join(parts[:end]))
-        if module is not None:
-            if module.fullname.partition(".")[0] == "torch":
-                return NONE
-            return modes_of(api, module).by_def.get(id(func), NONE)
-    return NONE
+    module = defining_module(func.fullname, getattr(api, "modules", {}))
+    if module is None or module.fullname.partition(".")[0] == "torch":
+        return NONE
+    return modes_of(api, module).by_def.get(id(func), NONE)

@@ -209,15 +209,13 @@ class SpmdPlugin(Plugin):
         mypy asks for a base class hook by the direct bases' names only, and
         takes the first plugin's, so only such names get this plugin's hook.
         """
-        if fullname == AUTOGRAD_FUNCTION or self._derives(fullname, AUTOGRAD_FUNCTION):
+        found = self.lookup_fully_qualified(fullname)
+        info = found.node if found is not None and isinstance(found.node, TypeInfo) else None
+        if fullname == AUTOGRAD_FUNCTION or (info is not None and info.has_base(AUTOGRAD_FUNCTION)):
             return hooks.autograd_function_class(self.config)
-        if fullname == MODULE or self._derives(fullname, MODULE):
+        if fullname == MODULE or (info is not None and info.has_base(MODULE)):
             return hooks.MODULE_CLASS
         return None
-
-    def _derives(self, fullname: str, base: str) -> bool:
-        found = self.lookup_fully_qualified(fullname)
-        return found is not None and isinstance(found.node, TypeInfo) and found.node.has_base(base)
 
 
 def plugin(version: str) -> type[Plugin]:

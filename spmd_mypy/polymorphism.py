@@ -215,6 +215,10 @@ def own_method(info: TypeInfo, name: str, base: str) -> FunctionLike | None:
 def module_itself_hook(ctx: FunctionContext) -> Type:
     """``apply_module(m)`` (megatron-core) returns ``m`` itself: typed as ``m``, ``apply_module(m)(x)`` is a
     module call, judged as ``m(x)`` is (its flags per instance included), not by a ``forward`` signature
-    read once for every instance."""
+    read once for every instance.  Only where ``m``'s ``forward`` declares SPMD types: elsewhere mypy's own
+    ``Callable`` stands, which checks the call as plain mypy does."""
     given = get_proper_type(ctx.arg_types[0][0]) if ctx.arg_types and ctx.arg_types[0] else None
-    return given if isinstance(given, Instance) and given.type.has_base(MODULE) else ctx.default_return_type
+    if not isinstance(given, Instance) or not given.type.has_base(MODULE):
+        return ctx.default_return_type
+    forward = _forward_type(given)
+    return given if forward is not None and _involves_spmd(forward, []) else ctx.default_return_type

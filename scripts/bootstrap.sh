@@ -23,7 +23,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     # their dependency trees (torch is already pinned; they are only read,
     # imported and type-checked).
     "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps \
-        fairscale==0.4.13 megatron-core==0.16.1 torchtitan==0.3.0 nanotron==0.4
+        fairscale==0.4.13 megatron-core==0.16.1 torchtitan==0.3.0 nanotron==0.4 \
+        spmd-types==0.3.1
     echo "$WANT" > "$STAMP"
     echo "installed" >&2
 fi

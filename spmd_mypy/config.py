@@ -48,6 +48,12 @@ Keys:
     ``CLASS(flag=literal, ...)`` also states the literal constructor
     arguments that decide the instance's flags (picotron's LM head:
     ``ColumnParallelLinear(gather_output=True)``).
+``current_mesh`` (default none)
+    The axes of the mesh spmd_types' ``set_current_mesh`` makes current,
+    comma-separated (``dp, cp, tp``; a TOML list in pyproject.toml): where a
+    spmd_types call writes a bare type (``spmd.assert_type(x, spmd.V)``), it
+    is that type on each of these axes.  Without it a bare type is unknown
+    (:mod:`spmd_mypy.spmd_types_api.reading`).
 
 Each flag can also be set in the environment, which wins over the file
 (``SPMD_MYPY_STRICT=true``): mypy hands its environment to every worker
@@ -76,7 +82,7 @@ SECTION = "spmd_mypy"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _FLAGS = ("strict", "allow_redefinition", "show_fixes")
-_TABLES = ("groups", "sizes", "collectives", "configurations", "modules")
+_TABLES = ("groups", "sizes", "collectives", "configurations", "modules", "current_mesh")
 COLLECTIVE_PREFIX = "torch.distributed."
 
 
@@ -150,6 +156,8 @@ class Config:
     """The configuration this run checks (one of ``configurations``)."""
     modules: tuple[RuntimeClass, ...] = ()
     """The classes sub-module attributes hold at run time (:mod:`spmd_mypy.runtime_classes`)."""
+    current_mesh: tuple[str, ...] = ()
+    """The axes a bare spmd_types type (``spmd.V``) stands for; empty: a bare type is unknown."""
 
     def as_dict(self) -> dict[str, Any]:
         """The settings verdicts depend on, in JSON's types (mypy's cache compares them as stored)."""
@@ -227,7 +235,8 @@ def _load(config_file: str | None) -> Config:
                   sizes=parse_axis_names("sizes", section.get("sizes", {})),
                   collectives=parse_collectives(section.get("collectives", {})),
                   configurations=configurations, configuration=configuration,
-                  modules=parse_runtime_classes(section.get("modules", {})))
+                  modules=parse_runtime_classes(section.get("modules", {})),
+                  current_mesh=parse_current_mesh(section.get("current_mesh", ())))
 
 
 def _unknown(key: str, value: object) -> str:
@@ -383,6 +392,16 @@ def parse_axis_names(key: str, value: object) -> AxisNames:
             raise ConfigError(f"[{SECTION}] {key}: {name!r} is not a function's full name or *.ATTRIBUTE; "
                               f"{_NAMES_USAGE}")
     return AxisNames(tuple(functions), tuple(attributes))
+
+
+def parse_current_mesh(value: object) -> tuple[str, ...]:
+    """``current_mesh`` as written: ``dp, cp, tp`` (a TOML list of names in pyproject.toml)."""
+    names = [str(name).strip() for name in value] if isinstance(value, (list, tuple)) else (
+        [name.strip() for name in value.split(",")] if isinstance(value, str) else None)
+    if names is None or not all(name.isidentifier() for name in names) or len(set(names)) != len(names):
+        raise ConfigError(f"[{SECTION}] current_mesh must name each axis of the current mesh once, comma-separated "
+                          f"(current_mesh = dp, cp, tp), got {value!r}")
+    return tuple(names)
 
 
 def parse_collectives(value: object) -> tuple[tuple[str, str], ...]:

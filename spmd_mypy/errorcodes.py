@@ -3,7 +3,7 @@
 So ``# type: ignore[spmd-partial-mul]`` silences one rule and
 ``--disable-error-code spmd`` (or ``# type: ignore[spmd]``) all of them.
 The rule codes are the algebra's :class:`~spmd_stubs.core.Code`; the
-plugin adds seven of its own.
+plugin adds eight of its own.
 """
 
 from mypy.errorcodes import ErrorCode
@@ -37,4 +37,8 @@ CONFIGURATION = ErrorCode(
 )
 SETTINGS = ErrorCode(
     "spmd-settings", "A [spmd_mypy] setting names a class the build does not have", "SPMD", sub_code_of=SPMD
+)
+RUNTIME_RULE = ErrorCode(
+    "spmd-runtime-rule", "A spmd_types call whose run time accepts what the spec refuses (assert V as P, mutate_type)",
+    "SPMD", sub_code_of=SPMD,
 )

@@ -32,6 +32,11 @@ FROM_LOCAL: Final = "spmd_stubs.dtensor.from_local"
 GLOBAL_SPMD: Final = "spmd_stubs.regions.global_spmd"
 LOCAL_MAP: Final = "spmd_stubs.regions.local_map"
 
+# --- spmd_types, the runtime checker (its own spelling of the vocabulary) ---
+SPMD_TYPES_COLLECTIVE_MODULES: Final = ("spmd_types._collectives.", "spmd_types._local.")
+SPMD_TYPES_API_BOUNDARY: Final = "spmd_types._traceback.api_boundary"
+"""The untyped decorator of spmd_types' public calls (``all_reduce``, ``convert``, ``assert_type``, ...)."""
+
 # --- torch ---
 TENSOR: Final = "torch._tensor.Tensor"
 TENSOR_CLASSES: Final = ("Tensor", "TensorBase")
@@ -62,5 +67,5 @@ RETURNED: Final = "spmd_mypy.wrappers.returned"
 CALLED_VALUE: Final = "spmd_mypy.wrappers.called_value"
 ASSIGNED: Final = "spmd_mypy.wrappers.assigned"
 
-NOT_USER_CODE: Final = ("torch.", "builtins.", "typing.", "spmd_stubs.collectives.", "spmd_stubs.types.")
+NOT_USER_CODE: Final = ("torch.", "builtins.", "typing.", "spmd_stubs.collectives.", "spmd_stubs.types.", "spmd_types.")
 """Prefixes of callees whose signatures are never polymorphic in SPMD types and never strict boundaries."""

@@ -71,6 +71,8 @@ from spmd_mypy.fullnames import (
     SPMD_GROUP,
     SPMD_OPS_MODULE,
     SPMD_TENSOR,
+    SPMD_TYPES_API_BOUNDARY,
+    SPMD_TYPES_COLLECTIVE_MODULES,
     TENSOR,
     TENSOR_CLASSES,
     TO_LOCAL,
@@ -78,6 +80,7 @@ from spmd_mypy.fullnames import (
 from spmd_mypy.global_mode import boundaries, refine
 from spmd_mypy.group_types import add_axis_parameter, analyze_group
 from spmd_mypy.representation import add_hidden_parameter
+from spmd_mypy.spmd_types_api import collectives as spmd_types_collectives
 from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES
 
 Context = TypeVar("Context")
@@ -170,6 +173,7 @@ FUNCTIONS = HookTable(
         ASSIGNED: always(untyped_boundaries.assigned_hook),
         GROUP_OF: always(groups.group_of_hook),
         APPLY_MODULE: always(polymorphism.module_itself_hook),
+        SPMD_TYPES_API_BOUNDARY: always(spmd_types_collectives.kept_signature),
     },
     rules=(
         (COLLECTIVES_MODULE, members(typed_collectives.TYPED_OPS,
@@ -180,6 +184,8 @@ FUNCTIONS = HookTable(
         (DIFFERENTIABLE_COLLECTIVES_MODULE, members(differentiable_collectives.DIFFERENTIABLE, lambda name, settings:
                                                     differentiable_collectives.differentiable_hook(name, settings.groups))),
         *map(_raw_collectives, RAW_COLLECTIVE_MODULES),
+        *((module, members(spmd_types_collectives.READINGS, spmd_types_collectives.collective_hook))
+          for module in SPMD_TYPES_COLLECTIVE_MODULES),
         *((module, lambda name, settings: calls.function_hook(name, settings) if "." not in name else None)
           for module in FUNCTION_MODULES),
         ("", _declared_names),

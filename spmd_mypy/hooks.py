@@ -81,6 +81,7 @@ from spmd_mypy.global_mode import boundaries, refine
 from spmd_mypy.group_types import add_axis_parameter, analyze_group
 from spmd_mypy.representation import add_hidden_parameter
 from spmd_mypy.spmd_types_api import collectives as spmd_types_collectives
+from spmd_mypy.spmd_types_api import functions as spmd_types_functions
 from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES
 
 Context = TypeVar("Context")
@@ -236,7 +237,15 @@ def _number_operator(fullname: str, settings: Config) -> Hook | None:
     return scalars.signature_hook(operator, settings) if operator is not None else None
 
 
-METHOD_SIGNATURES = HookTable(rules=(("", _number_operator), ("", _polymorphic_signature)))
+def _typed_apply(fullname: str, settings: Config) -> Hook | None:
+    """``Fn.apply(...)``: a Function typed by its ``typecheck_forward`` has its axis variables bound first."""
+    polymorphic = _polymorphic_signature(fullname, settings)
+    if polymorphic is None or not fullname.endswith(".apply"):
+        return None
+    return spmd_types_functions.apply_signature(settings, polymorphic)
+
+
+METHOD_SIGNATURES = HookTable(rules=(("", _number_operator), ("", _typed_apply), ("", _polymorphic_signature)))
 
 
 def _tensor_attribute(name: str, settings: Config) -> Hook | None:
@@ -272,8 +281,10 @@ CLASS_MROS = HookTable(exact={TENSOR: always(add_hidden_parameter("_SpmdType")),
 
 
 def autograd_function_class(settings: Config) -> Hook:
-    """A ``torch.autograd.Function`` subclass: its backward checked once its signatures are analysed."""
-    return guarded(after_analysis(autograd.after_signatures(guarded(autograd.check_backward)), settings))
+    """A ``torch.autograd.Function`` subclass: its backward checked once its signatures are analysed (first,
+    a registered Function's ``typecheck_forward`` written into them)."""
+    check = spmd_types_functions.declared_then(autograd.check_backward, settings)
+    return guarded(after_analysis(autograd.after_signatures(guarded(check)), settings))
 
 
 # --------------------------------------------------------------------------

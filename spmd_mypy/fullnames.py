@@ -35,6 +35,7 @@ LOCAL_MAP: Final = "spmd_stubs.regions.local_map"
 # --- spmd_types, the runtime checker (its own spelling of the vocabulary) ---
 SPMD_TYPES_COLLECTIVE_MODULES: Final = ("spmd_types._collectives.", "spmd_types._local.")
 SPMD_TYPES_API_BOUNDARY: Final = "spmd_types._traceback.api_boundary"
+SPMD_TYPES_LOCAL_MAP: Final = "spmd_types.runtime.local_map"
 """The untyped decorator of spmd_types' public calls (``all_reduce``, ``convert``, ``assert_type``, ...)."""
 
 # --- torch ---

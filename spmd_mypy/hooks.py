@@ -73,6 +73,7 @@ from spmd_mypy.fullnames import (
     SPMD_TENSOR,
     SPMD_TYPES_API_BOUNDARY,
     SPMD_TYPES_COLLECTIVE_MODULES,
+    SPMD_TYPES_LOCAL_MAP,
     TENSOR,
     TENSOR_CLASSES,
     TO_LOCAL,
@@ -82,6 +83,7 @@ from spmd_mypy.group_types import add_axis_parameter, analyze_group
 from spmd_mypy.representation import add_hidden_parameter
 from spmd_mypy.spmd_types_api import collectives as spmd_types_collectives
 from spmd_mypy.spmd_types_api import functions as spmd_types_functions
+from spmd_mypy.spmd_types_api import local_map as spmd_types_local_map
 from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES
 
 Context = TypeVar("Context")
@@ -175,6 +177,7 @@ FUNCTIONS = HookTable(
         GROUP_OF: always(groups.group_of_hook),
         APPLY_MODULE: always(polymorphism.module_itself_hook),
         SPMD_TYPES_API_BOUNDARY: always(spmd_types_collectives.kept_signature),
+        SPMD_TYPES_LOCAL_MAP: lambda _, settings: spmd_types_local_map.local_map_hook(settings),
     },
     rules=(
         (COLLECTIVES_MODULE, members(typed_collectives.TYPED_OPS,

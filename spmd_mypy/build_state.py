@@ -10,6 +10,7 @@ forgotten by :meth:`BuildState.forget`, the one place that knows every store.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,11 @@ class BuildState:
     """Module name -> where its code is global SPMD (:mod:`spmd_mypy.global_mode.regions`)."""
     scheduled: set[int] = field(default_factory=set)
     """The modules (by id of their tree) whose wrapping waits for the end of their analysis."""
+    plan_sources: dict[str, tuple[int, ast.Module]] = field(default_factory=dict)
+    """Path -> (its modification time, its parsed source): the module bodies plans are checked against
+    (:mod:`spmd_mypy.plans`; mypy keeps none for a module loaded from its cache)."""
+    plan_paths: set[str] = field(default_factory=set)
+    """The paths of the modules that mention ``parallelize_module``: their plans are checked again every run."""
 
     def forget(self, module: MypyFile) -> None:
         """``module`` was parsed anew: what was read from it before is stale."""

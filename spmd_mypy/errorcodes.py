@@ -3,7 +3,7 @@
 So ``# type: ignore[spmd-partial-mul]`` silences one rule and
 ``--disable-error-code spmd`` (or ``# type: ignore[spmd]``) all of them.
 The rule codes are the algebra's :class:`~spmd_stubs.core.Code`; the
-plugin adds eight of its own.
+plugin adds nine of its own.
 """
 
 from mypy.errorcodes import ErrorCode
@@ -41,4 +41,7 @@ SETTINGS = ErrorCode(
 RUNTIME_RULE = ErrorCode(
     "spmd-runtime-rule", "A spmd_types call whose run time accepts what the spec refuses (assert V as P, mutate_type)",
     "SPMD", sub_code_of=SPMD,
+)
+PLAN = ErrorCode(
+    "spmd-plan", "A DTensor parallelize_module plan does not fit its modules' data flow", "SPMD", sub_code_of=SPMD
 )

@@ -62,6 +62,13 @@ RAW_COLLECTIVE_MODULES: Final = ("torch.distributed.distributed_c10d.", "torch.d
 PROCESS_GROUP: Final = "torch._C._distributed_c10d.ProcessGroup"
 MESH_GET_GROUP: Final = "torch.distributed.device_mesh.DeviceMesh.get_group"
 DIFFERENTIABLE_COLLECTIVES_MODULE: Final = "torch.distributed.nn.functional."
+PARALLELIZE_MODULE: Final = "torch.distributed.tensor.parallel.api.parallelize_module"
+"""torch's tensor-parallel entry point, whose literal plan :mod:`spmd_mypy.plans` checks."""
+STYLE_MODULE: Final = "torch.distributed.tensor.parallel.style."
+PLACEMENT_MODULE: Final = "torch.distributed.tensor.placement_types."
+MODULE_CONTAINERS: Final = ("torch.nn.modules.container.ModuleList", "torch.nn.modules.container.ModuleDict")
+LINEAR: Final = "torch.nn.modules.linear.Linear"
+EMBEDDING: Final = "torch.nn.modules.sparse.Embedding"
 
 # --- the plugin's own wrappers (spmd_mypy.wrappers puts calls of these around expressions) ---
 RETURNED: Final = "spmd_mypy.wrappers.returned"

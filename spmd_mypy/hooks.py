@@ -60,6 +60,7 @@ from spmd_mypy.fullnames import (
     GROUP_OF,
     LOCAL_MAP,
     MEGATRON_MODULE,
+    PARALLELIZE_MODULE,
     MESH_GET_GROUP,
     METHOD_PREFIX,
     NOT_USER_CODE,
@@ -79,6 +80,7 @@ from spmd_mypy.fullnames import (
     TO_LOCAL,
 )
 from spmd_mypy.global_mode import boundaries, refine
+from spmd_mypy.plans import plan_hook
 from spmd_mypy.group_types import add_axis_parameter, analyze_group
 from spmd_mypy.representation import add_hidden_parameter
 from spmd_mypy.spmd_types_api import collectives as spmd_types_collectives
@@ -176,6 +178,7 @@ FUNCTIONS = HookTable(
         ASSIGNED: always(untyped_boundaries.assigned_hook),
         GROUP_OF: always(groups.group_of_hook),
         APPLY_MODULE: always(polymorphism.module_itself_hook),
+        PARALLELIZE_MODULE: always(plan_hook),
         SPMD_TYPES_API_BOUNDARY: always(spmd_types_collectives.kept_signature),
         SPMD_TYPES_LOCAL_MAP: lambda _, settings: spmd_types_local_map.local_map_hook(settings),
     },

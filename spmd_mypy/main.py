@@ -19,7 +19,7 @@ from mypy.options import Options
 from mypy.plugin import ClassDefContext, Plugin, ReportConfigContext
 from mypy.plugins.default import DefaultPlugin
 
-from spmd_mypy import config, hooks, raw_collectives, rebinding, runtime_classes
+from spmd_mypy import config, hooks, plans, raw_collectives, rebinding, runtime_classes
 from spmd_mypy.build_state import BuildState
 from spmd_mypy.configurations import pruning
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION, MODULE
@@ -154,6 +154,8 @@ class SpmdPlugin(Plugin):
                   file=sys.stderr)
         if self._rebindings is not None:
             self._rebindings.parsed(file)
+        if plans.mentions_plans(file, self.build_state.sources):
+            self.build_state.plan_paths.add(file.path)
         return runtime_classes.additional_deps(file, self.config.modules)
 
     def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:
@@ -174,6 +176,9 @@ class SpmdPlugin(Plugin):
                 data["flags_decided"] = "when checking" if ctx.is_check else "when parsed"
             if self._rebindings is not None:
                 data.update(self._rebindings.cache_data(ctx.path, ctx.is_check))
+            if not ctx.is_check and ctx.path in self.build_state.plan_paths:
+                # its plans are checked against other modules' sources (spmd_mypy.plans): never a valid entry
+                data["dtensor_plans"] = "checked every run"
         return data
 
     def get_customize_class_mro_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:

@@ -1,0 +1,184 @@
+"""torch's tensor-parallel styles as SPMD types on the plan's mesh axis (docs/spec.md#dtensor-plans).
+
+``parallelize_module(module, mesh, {"w1": ColwiseParallel(), ...})`` turns
+each planned module's inputs into DTensors with ``DTensor.from_local`` and
+its outputs back with ``to_local()`` (``torch/distributed/tensor/parallel/
+style.py``).  Both keep DTensor's default gradient placements, so a local
+tensor crossing that boundary has the type its placement names with the
+gradient equal to the placement ([dtensor.md](../../docs/dtensor.md)):
+``Replicate()`` is ``I`` (its gradient is the whole gradient on every rank:
+``from_local``'s backward all-reduces a pending one), ``Shard(d)`` is
+``S(d)``, ``Partial()`` is ``P``.  :func:`style_types` gives, for one style
+and its options, the local types its module takes and hands on; a DTensor
+input is taken as it is (DTensor redistributes it correctly), so only local
+tensors are judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Union
+
+from spmd_stubs.core.axis_types import AxisType, Invariant, Kind, Partial, Shard
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A DTensor placement on the plan's one mesh dim: ``Replicate()``, ``Shard(dim)`` or ``Partial()``."""
+
+    kind: str
+    dim: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("Replicate", "Shard", "Partial") or (self.dim is None) != (self.kind != "Shard"):
+            raise ValueError(f"not a placement: {self.kind}({self.dim if self.dim is not None else ''})")
+
+    def __str__(self) -> str:
+        return f"{self.kind}({self.dim if self.dim is not None else ''})"
+
+    @property
+    def local_type(self) -> AxisType:
+        """The type of a local tensor ``from_local``/``to_local`` pair with this placement (default gradients)."""
+        if self.kind == "Shard":
+            assert self.dim is not None
+            return Shard(self.dim)
+        return Invariant if self.kind == "Replicate" else Partial
+
+
+REPLICATE = Placement("Replicate")
+
+
+def shard(dim: int) -> Placement:
+    return Placement("Shard", dim)
+
+
+@dataclass(frozen=True)
+class Handed:
+    """A value a style hands on: a local tensor of ``type``, or (``dtensor``) a DTensor of that placement."""
+
+    placement: Placement
+    dtensor: bool
+
+    @property
+    def type(self) -> AxisType:
+        return self.placement.local_type
+
+    def shown(self, axis: str) -> str:
+        return f"a DTensor {self.placement}" if self.dtensor else self.type.on(axis)
+
+
+Option = Union[Placement, None, bool, int, tuple[Union[Placement, None], ...]]
+"""An option's literal value: a placement, a tuple of them (``None`` for an input left alone), a flag or a dim."""
+
+
+@dataclass(frozen=True)
+class StyleTypes:
+    """What one style makes of its module on the plan's mesh axis."""
+
+    inputs: tuple[AxisType | None, ...]
+    """Per positional input: the local type a caller must pass (``None``: passed on as it is)."""
+    received: tuple[Handed | None, ...] = ()
+    """Per positional input: what the module's own ``forward`` receives (``PrepareModuleInput``)."""
+    redistributed: tuple[bool, ...] = ()
+    """Per positional input: whether its declared and desired layouts differ, so that a DTensor input is
+    redistributed to the desired one (where they are equal torch keeps a DTensor's own placement)."""
+    parameters: Mapping[str, AxisType] = field(default_factory=dict)
+    """The module's parameters' local types (their DTensor gradients have the same placement)."""
+    output: Handed | None = None
+    """What the next code gets; ``None``: what the module's own ``forward`` returns."""
+    returned: AxisType | None = None
+    """The local type the module's own ``forward`` must return (``PrepareModuleOutput``)."""
+
+
+STYLES = ("ColwiseParallel", "RowwiseParallel", "SequenceParallel", "PrepareModuleInput", "PrepareModuleOutput")
+"""The styles modelled, by class name (``torch.distributed.tensor.parallel.style``)."""
+
+OPTIONS: Mapping[str, tuple[str, ...]] = {
+    "ColwiseParallel": ("input_layouts", "output_layouts", "use_local_output"),
+    "RowwiseParallel": ("input_layouts", "output_layouts", "use_local_output"),
+    "SequenceParallel": ("sequence_dim", "use_local_output"),
+    "PrepareModuleInput": ("input_layouts", "desired_input_layouts", "use_local_output"),
+    "PrepareModuleOutput": ("output_layouts", "desired_output_layouts", "use_local_output"),
+}
+"""Each style's keyword options that decide types (``input_kwarg_layouts`` is not modelled)."""
+
+
+def style_types(style: str, options: Mapping[str, Option], module: str) -> StyleTypes:
+    """The types of ``style(**options)`` applied to a module of kind ``module`` (``"linear"``,
+    ``"embedding"`` or ``"other"``).  Raises ``ValueError`` for a style, option or module kind torch
+    refuses or that is not modelled."""
+    unknown = set(options) - set(OPTIONS.get(style, ()))
+    if style not in OPTIONS or unknown:
+        raise ValueError(f"{style} with {sorted(unknown)} is not modelled")
+    local = options.get("use_local_output", style not in ("SequenceParallel", "PrepareModuleInput"))
+    if not isinstance(local, bool):
+        raise ValueError("use_local_output must be a literal bool")
+    if style in ("ColwiseParallel", "RowwiseParallel"):
+        return _linear_style(style == "ColwiseParallel", options, module, local)
+    if style == "SequenceParallel":
+        dim = options.get("sequence_dim", 1)
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise ValueError("sequence_dim must be a literal int")
+        on_sequence = shard(dim)
+        return StyleTypes((on_sequence.local_type,), parameters={"weight": Invariant, "bias": Invariant},
+                          output=Handed(on_sequence, not local))
+    if style == "PrepareModuleInput":
+        given, desired = _layouts(options, "input_layouts"), _layouts(options, "desired_input_layouts")
+        if given != (None,) and len(given) != len(desired) or given != (None,) and desired == (None,):
+            raise ValueError("torch asserts desired_input_layouts of input_layouts' length")
+        return StyleTypes(
+            tuple(p.local_type if p is not None else None for p in given),
+            received=tuple(None if p is None else Handed(d or p, not local) for p, d in zip(given, desired)),
+            redistributed=tuple(d is not None and p != d for p, d in zip(given, desired)),
+        )
+    produced, wanted = _layouts(options, "output_layouts"), _layouts(options, "desired_output_layouts")
+    if len(produced) != 1 or produced[0] is None or wanted[0] is None:
+        raise ValueError("only a module of one output is modelled")
+    return StyleTypes((), returned=produced[0].local_type, output=Handed(wanted[0], not local))
+
+
+def _linear_style(colwise: bool, options: Mapping[str, Option], module: str, local: bool) -> StyleTypes:
+    """ColwiseParallel / RowwiseParallel of an ``nn.Linear`` or ``nn.Embedding``."""
+    if module not in ("linear", "embedding"):
+        raise ValueError("ColwiseParallel and RowwiseParallel apply to nn.Linear and nn.Embedding only")
+    default_in, default_out = (REPLICATE, shard(-1)) if colwise else (shard(-1), REPLICATE)
+    given = _placement(options, "input_layouts") or default_in
+    produced = _placement(options, "output_layouts") or default_out
+    if module == "embedding":
+        # token ids carry no gradient: their layout decides no type
+        weight = {"weight": Shard(1) if colwise else Shard(0)}
+        return StyleTypes((None,), parameters=weight, output=Handed(produced, not local))
+    parameters = {"weight": Shard(0), "bias": Shard(0)} if colwise else {"weight": Shard(1), "bias": Invariant}
+    return StyleTypes((given.local_type,), parameters=parameters, output=Handed(produced, not local))
+
+
+def _placement(options: Mapping[str, Option], name: str) -> Placement | None:
+    value = options.get(name)
+    if value is not None and not isinstance(value, Placement):
+        raise ValueError(f"{name} must be one placement")
+    return value
+
+
+def _layouts(options: Mapping[str, Option], name: str) -> tuple[Placement | None, ...]:
+    value = options.get(name)
+    if isinstance(value, Placement) or value is None:
+        return (value,)
+    if isinstance(value, tuple) and all(p is None or isinstance(p, Placement) for p in value):
+        return value
+    raise ValueError(f"{name} must be a placement or a tuple of them")
+
+
+def accepts(needed: AxisType, given: AxisType, strict: bool = False) -> bool:
+    """Whether a local tensor of type ``given`` may be passed where a style converts one of type ``needed``.
+
+    The kinds (and pending reductions) must be equal: R where I is needed
+    would have its gradient counted on every rank.  A V is any shard.  Two
+    shards differ where their dims are written with the same sign and differ;
+    ``S(1)`` and ``S(-1)`` are one dim of a 2-D tensor, so they pass unless
+    ``strict`` (where a proposed fix must hold whatever the rank).
+    """
+    if needed.kind is not given.kind or needed.reduce != given.reduce:
+        return False
+    if needed.kind is not Kind.V or needed.shard is None or given.shard is None:
+        return True
+    return needed.shard == given.shard or (not strict and (needed.shard < 0) != (given.shard < 0))

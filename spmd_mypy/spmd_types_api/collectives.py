@@ -21,7 +21,8 @@ spmd_types                         typed as
 The axis ``a`` is a string (``"tp"``), a ``StrEnum`` member (its value) or
 a process group naming an axis (:func:`spmd_mypy.groups.axis_of_group`).
 The other options (split sizes, ``gather_dim``, dtypes, ``async_op``)
-change no local type.  A call whose axis, ``src`` or ``dst`` is not
+change no local type; ``all_reduce(inplace=True)`` is also checked as the
+in-place form (its target keeps its type: ``spmd-inplace``).  A call whose axis, ``src`` or ``dst`` is not
 written out keeps mypy's type.  Where spmd_types' run time accepts what
 the spec refuses (``reinterpret(I,P)``, an ``all_to_all`` between ``V`` and
 ``S(i)``: docs/spec.md#deviations), the table's verdict is
@@ -47,6 +48,7 @@ from spmd_mypy.representation import result_type, tensor_instance, unknown_tenso
 from spmd_mypy.sources import SourceUnreadable
 from spmd_mypy.spmd_types_api.reading import Site, axis_name, axis_type, site_of
 from spmd_mypy.transitions import Request, apply
+from spmd_mypy.typed_collectives import _check_in_place_target as check_in_place_target
 from spmd_stubs.core import AxisType, Invariant, Kind, Partial, Replicate, SpmdTypeError, Varying
 
 
@@ -88,8 +90,10 @@ def collective_hook(name: str, settings: Config) -> Callable[[FunctionContext], 
         request = _request(ctx, reading, args, settings) if "x" in args and "axis" in args else None
         if request is None:
             return ctx.default_return_type
+        if name == "all_reduce" and flag(args["inplace"][0] if "inplace" in args else None, False) is not False:
+            check_in_place_target(ctx, "all_reduce_", request, args["x"][0])
         axis_written = _source(ctx, args["axis"][0], request.axes[0])
-        results = apply(request, lambda error: _report(ctx, request, axis_written, error),
+        results = apply(request, lambda error: _report(ctx, name, request, axis_written, error),
                         regions.current_axes(ctx.api))
         boundaries.check_returned(ctx.api, ctx.context, results)
         tensor = tensor_instance(args["x"][1]) or unknown_tensor(ctx.api)
@@ -149,10 +153,14 @@ def runtime_only(op: str, src: AxisType, dst: AxisType) -> str | None:
     return None
 
 
-def _report(ctx: FunctionContext, request: Request, axis_written: str, error: SpmdTypeError) -> None:
-    """The table's verdict, its calls in spmd_types' spelling; ``spmd-runtime-rule`` where spmd_types accepts what
-    the table refuses."""
+def _report(ctx: FunctionContext, name: str, request: Request, axis_written: str, error: SpmdTypeError) -> None:
+    """The table's verdict, its calls in spmd_types' spelling (``spmd.shard``'s source check names it, a
+    convert); ``spmd-runtime-rule`` where spmd_types accepts what the table refuses."""
     error = in_spmd_types_spelling(error, axis_written)
+    told = f"{request.op} is told"
+    if name != request.op and error.message.startswith(told):
+        named = error.message.replace(told, f"spmd.{name} (a {request.op}) is told", 1)
+        error = SpmdTypeError(error.code, error.axis, named, error.fix)
     why = runtime_only(request.op, request.src, request.dst)
     if why is None:
         report.rule_error(ctx.api, ctx.context, error)

@@ -49,7 +49,7 @@ def gather_vocab_logits_fixed(logits: Tensor[S(-1)@tp], mesh: DeviceMesh) -> Ten
 
 
 def shard_a_replicated_value(x: Tensor[R@tp]) -> Tensor[S(0)@tp]:
-    return spmd.shard(x, "tp", src=spmd.I, dst=spmd.S(0))  # E: spmd-collective convert is told src=I, but the input is R@tp on axis tp
+    return spmd.shard(x, "tp", src=spmd.I, dst=spmd.S(0))  # E: spmd-collective spmd.shard (a convert) is told src=I, but the input is R@tp on axis tp
 
 
 def shard_a_replicated_value_fixed(x: Tensor[R@tp]) -> Tensor[S(0)@tp]:
@@ -100,3 +100,13 @@ def shards_to_stacked(x: Tensor[S(0)@ep], ep_group: Group[ep]) -> None:
 
 def shards_to_shards(x: Tensor[S(0)@ep], ep_group: Group[ep]) -> None:
     reveal_type(spmd.all_to_all(x, ep_group, src=spmd.S(0), dst=spmd.S(1)))  # N: Tensor[S(1)@ep]
+
+
+def reduce_in_place(partial: Tensor[P@tp]) -> Tensor[R@tp]:
+    """inplace=True sums into the input itself, which still reads as the pending sum afterwards."""
+    spmd.all_reduce(partial, "tp", dst=spmd.R, inplace=True)  # E: spmd-inplace
+    return partial  # E: return-value
+
+
+def reduce_in_place_fixed(partial: Tensor[P@tp]) -> Tensor[R@tp]:
+    return spmd.all_reduce(partial, "tp", dst=spmd.R)

@@ -257,17 +257,19 @@ def _declare(ctx: ClassDefContext, settings: Config) -> None:
     if not any(isinstance(d, RefExpr) and d.fullname == REGISTER for d in ctx.cls.decorators):
         return
     typecheck, forward, backward = (_method(info, name) for name in ("typecheck_forward", "forward", "backward"))
-    if typecheck is None or forward is None or not isinstance(forward.type, CallableType):
+    if typecheck is None or forward is None:
         return
     try:
         signature = read(typecheck, settings.current_mesh)
+        if not isinstance(forward.type, CallableType):
+            raise Unreadable("forward has no annotations to write its types into")
     except Unreadable as why:
         if settings.strict:
             report.fail(cast(CheckerPluginInterface, ctx.api), ctx.cls, (
                 f"`{info.name}.typecheck_forward` is not read as the Function's signature ({why}): its forward and "
                 "backward are unchecked. Fix: state each type in typecheck_forward without run-time choices "
-                "(a dict keyed by an axis name or a group parameter), or annotate forward and backward with "
-                "Tensor[...]."), errorcodes.UNTYPED_BOUNDARY)
+                "(a dict keyed by an axis name or a group parameter) and annotate forward's parameters "
+                "(x: torch.Tensor), or annotate forward and backward with Tensor[...]."), errorcodes.UNTYPED_BOUNDARY)
         return
     forward.type = _forward_type(ctx.api, forward.type, signature)
     if isinstance(typecheck.type, CallableType):  # it returns apply's result

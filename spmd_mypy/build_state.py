@@ -38,6 +38,8 @@ class BuildState:
     """Module name -> where its code is global SPMD (:mod:`spmd_mypy.global_mode.regions`)."""
     scheduled: set[int] = field(default_factory=set)
     """The modules (by id of their tree) whose wrapping waits for the end of their analysis."""
+    quiet_lines: dict[str, set[int]] = field(default_factory=dict)
+    """Module name -> its lines in ``with spmd.no_typecheck():`` blocks (:mod:`spmd_mypy.spmd_types_api.unchecked`)."""
     plan_sources: dict[str, tuple[int, ast.Module]] = field(default_factory=dict)
     """Path -> (its modification time, its parsed source): the module bodies plans are checked against
     (:mod:`spmd_mypy.plans`; mypy keeps none for a module loaded from its cache)."""
@@ -48,6 +50,7 @@ class BuildState:
         """``module`` was parsed anew: what was read from it before is stale."""
         self.sources.forget(module)
         self.modes.pop(module.fullname, None)
+        self.quiet_lines.pop(module.fullname, None)
 
 
 def state_of(api: Any) -> BuildState:

@@ -21,6 +21,9 @@ from spmd_mypy.representation import result_type, unknown_tensor, updated_member
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, SpmdTypeError, TensorType
 
+Spelling = Callable[[SpmdTypeError], SpmdTypeError]
+"""An error's calls rewritten in the vocabulary the checked call is written in (spmd_types' ``spmd.convert``)."""
+
 
 def declaring_hook(taker: str) -> Callable[[FunctionContext], Type]:
     """``assert_type(x, V@dp, I@tp)`` and ``dtensor.to_local(dt, V@dp, I@tp)``: the result has the declared type.
@@ -33,12 +36,17 @@ def declaring_hook(taker: str) -> Callable[[FunctionContext], Type]:
 
     def hook(ctx: FunctionContext) -> Type:
         declared = read(ctx)
-        if declared is None:
-            return ctx.default_return_type
-        result = _a_tensor_for_any(ctx)
-        return result_type(ctx.api, result, _declare(ctx, declared, result))
+        return declared_result(ctx, declared) if declared is not None else ctx.default_return_type
 
     return hook
+
+
+def declared_result(ctx: FunctionContext, declared: TensorType, spelled: Spelling = lambda error: error) -> Type:
+    """The result of a call declaring its first argument ``declared`` (also spmd_types' ``assert_type``,
+    :mod:`spmd_mypy.spmd_types_api.asserting`): the argument's type with the declared axes set, each
+    contradiction of a known axis reported, its calls as ``spelled`` writes them."""
+    result = _a_tensor_for_any(ctx)
+    return result_type(ctx.api, result, _declare(ctx, declared, result, spelled))
 
 
 def from_local_hook(ctx: FunctionContext) -> Type:
@@ -63,7 +71,8 @@ def _declared_types(taker: str, types_at: int) -> Callable[[FunctionContext], Te
     return read
 
 
-def _declare(ctx: FunctionContext, declared: TensorType, known: Type) -> list[TensorType | None]:
+def _declare(ctx: FunctionContext, declared: TensorType, known: Type,
+             spelled: Spelling = lambda error: error) -> list[TensorType | None]:
     """``known``'s members with the declared axes set, each contradiction reported."""
     global_axes = regions.current_axes(ctx.api)
 
@@ -76,7 +85,7 @@ def _declare(ctx: FunctionContext, declared: TensorType, known: Type) -> list[Te
                     if axis in global_axes:
                         boundaries.check_asserted_spec(before, declared, axis, global_axes)
             except SpmdTypeError as error:
-                report.rule_error(ctx.api, ctx.context, error)
+                report.rule_error(ctx.api, ctx.context, spelled(error))
             mapping[axis] = axis_type
 
     return updated_members(known, update)

@@ -37,6 +37,11 @@ SPMD_TYPES_COLLECTIVE_MODULES: Final = ("spmd_types._collectives.", "spmd_types.
 SPMD_TYPES_API_BOUNDARY: Final = "spmd_types._traceback.api_boundary"
 SPMD_TYPES_LOCAL_MAP: Final = "spmd_types.runtime.local_map"
 """The untyped decorator of spmd_types' public calls (``all_reduce``, ``convert``, ``assert_type``, ...)."""
+SPMD_TYPES_ASSERT_TYPE: Final = ("spmd_types.runtime.assert_type", "spmd_types.runtime.assert_local_type")
+SPMD_TYPES_MUTATE_TYPE: Final = "spmd_types.runtime.mutate_type"
+SPMD_TYPES_NO_TYPECHECK: Final = "spmd_types.runtime.no_typecheck"
+SPMD_TYPES_FORGOTTEN: Final = "spmd_mypy.spmd_types_api.unchecked.forgotten"
+"""The stand-in the plugin puts around a value assigned in a ``no_typecheck()`` block: its SPMD types forgotten."""
 
 # --- torch ---
 TENSOR: Final = "torch._tensor.Tensor"

@@ -60,10 +60,10 @@ from spmd_mypy.fullnames import (
     GROUP_OF,
     LOCAL_MAP,
     MEGATRON_MODULE,
-    PARALLELIZE_MODULE,
     MESH_GET_GROUP,
     METHOD_PREFIX,
     NOT_USER_CODE,
+    PARALLELIZE_MODULE,
     PROCESS_GROUP,
     RAW_COLLECTIVE_MODULES,
     RETURN_TYPES,
@@ -73,19 +73,26 @@ from spmd_mypy.fullnames import (
     SPMD_OPS_MODULE,
     SPMD_TENSOR,
     SPMD_TYPES_API_BOUNDARY,
+    SPMD_TYPES_ASSERT_TYPE,
     SPMD_TYPES_COLLECTIVE_MODULES,
+    SPMD_TYPES_FORGOTTEN,
     SPMD_TYPES_LOCAL_MAP,
+    SPMD_TYPES_MUTATE_TYPE,
+    SPMD_TYPES_NO_TYPECHECK,
     TENSOR,
     TENSOR_CLASSES,
     TO_LOCAL,
 )
 from spmd_mypy.global_mode import boundaries, refine
-from spmd_mypy.plans import plan_hook
 from spmd_mypy.group_types import add_axis_parameter, analyze_group
+from spmd_mypy.plans import plan_hook
 from spmd_mypy.representation import add_hidden_parameter
+from spmd_mypy.spmd_types_api import asserting as spmd_types_asserting
 from spmd_mypy.spmd_types_api import collectives as spmd_types_collectives
 from spmd_mypy.spmd_types_api import functions as spmd_types_functions
 from spmd_mypy.spmd_types_api import local_map as spmd_types_local_map
+from spmd_mypy.spmd_types_api import mutating as spmd_types_mutating
+from spmd_mypy.spmd_types_api import unchecked as spmd_types_unchecked
 from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES
 
 Context = TypeVar("Context")
@@ -180,6 +187,10 @@ FUNCTIONS = HookTable(
         APPLY_MODULE: always(polymorphism.module_itself_hook),
         PARALLELIZE_MODULE: always(plan_hook),
         SPMD_TYPES_API_BOUNDARY: always(spmd_types_collectives.kept_signature),
+        **{name: lambda _, settings: spmd_types_asserting.assert_type_hook(settings) for name in SPMD_TYPES_ASSERT_TYPE},
+        SPMD_TYPES_MUTATE_TYPE: lambda _, settings: spmd_types_mutating.mutate_type_hook(settings),
+        SPMD_TYPES_NO_TYPECHECK: always(spmd_types_unchecked.no_typecheck_hook),
+        SPMD_TYPES_FORGOTTEN: always(spmd_types_unchecked.forgotten_hook),
         SPMD_TYPES_LOCAL_MAP: lambda _, settings: spmd_types_local_map.local_map_hook(settings),
     },
     rules=(

@@ -26,6 +26,7 @@ from spmd_mypy.fullnames import AUTOGRAD_FUNCTION, MODULE
 from spmd_mypy.hooks import Hook, HookTable, installed
 from spmd_mypy.representation import InternedValues
 from spmd_mypy.sources import SourceFiles
+from spmd_mypy.spmd_types_api import narrowing
 from spmd_stubs import core
 
 
@@ -116,6 +117,7 @@ class SpmdPlugin(Plugin):
         if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
             self._rebindings = rebinding.Shadowing(options, self.build_state.sources)
+        self._narrowing = narrowing.Narrowing(options)
         self._mypys = DefaultPlugin(options)
         self._flag_tests = pruning.FlagTests(self.config.configurations)
         self._answers: dict[tuple[str, str], Hook | None] = {}
@@ -152,6 +154,7 @@ class SpmdPlugin(Plugin):
             print(f"spmd_mypy: {file.path}: the configuration's flags could not be decided "
                   f"({type(error).__name__}: {error}); every branch is checked. Please report it.",
                   file=sys.stderr)
+        self._narrowing.parsed(file)
         if self._rebindings is not None:
             self._rebindings.parsed(file)
         if plans.mentions_plans(file, self.build_state.sources):
@@ -176,6 +179,7 @@ class SpmdPlugin(Plugin):
                 data["flags_decided"] = "when checking" if ctx.is_check else "when parsed"
             if self._rebindings is not None:
                 data.update(self._rebindings.cache_data(ctx.path, ctx.is_check))
+            data.update(self._narrowing.cache_data(ctx.path, ctx.is_check))
             if not ctx.is_check and ctx.path in self.build_state.plan_paths:
                 # its plans are checked against other modules' sources (spmd_mypy.plans): never a valid entry
                 data["dtensor_plans"] = "checked every run"

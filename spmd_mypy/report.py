@@ -53,6 +53,9 @@ def fail(api: CheckerPluginInterface, node: Context, message: str, code: ErrorCo
     The fix is ``error``'s rewrite, where it has one, else a choice (said so in the fix sentence, and
     in the edit note).  An algebra verdict's message says so already
     (:class:`~spmd_stubs.core.SpmdTypeError`); the plugin's own messages are said so here."""
+    module = getattr(api, "tree", None)
+    if module is not None and node.line in state_of(api).quiet_lines.get(module.fullname, ()):
+        return  # a ``with spmd.no_typecheck():`` block (spmd_mypy.spmd_types_api.unchecked)
     if error is None and code is not errorcodes.BY_RULE[Code.ANNOTATION]:
         message = plainly_a_choice(message)
     parts = parts_of(message)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from mypy.checker import TypeChecker
 from mypy.nodes import (
     ARG_POS,
     AssignmentStmt,
@@ -70,8 +71,11 @@ class Wrapping:
     """Which declared types of an assignment's target have the assigned value wrapped."""
 
 
-def wrapped(value: Expression, marker: str, analyzer: SemanticAnalyzer, name: str | None = None) -> CallExpr:
-    """``<marker>(value)`` at ``value``'s position; ``name`` names the stand-in's parameter."""
+def wrapped(value: Expression, marker: str, analyzer: SemanticAnalyzer | TypeChecker,
+            name: str | None = None) -> CallExpr:
+    """``<marker>(value)`` at ``value``'s position; ``name`` names the stand-in's parameter.  ``analyzer`` names
+    ``builtins.function``: the semantic analyser, or the checker for a wrapper put in while a statement is
+    checked (:mod:`spmd_mypy.spmd_types_api.unchecked`)."""
     anything = AnyType(TypeOfAny.special_form)
     signature = CallableType([anything], [ARG_POS], [name], anything, analyzer.named_type("builtins.function"),
                              name=marker)

@@ -5,5 +5,9 @@ module                   what
 =======================  ===================================================
 :mod:`.reading`          a type expression (dict, bare type, PartitionSpec,
                          ``get_local_type``) -> the checker's TensorType
+:mod:`.asserting`        ``assert_type`` / ``assert_local_type``
+:mod:`.mutating`         ``mutate_type``: the relabels that are a reinterpret
+:mod:`.narrowing`        those calls as statements narrow their argument
+:mod:`.unchecked`        ``no_typecheck()`` blocks: quiet, not trusted after
 =======================  ===================================================
 """

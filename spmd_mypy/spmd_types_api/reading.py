@@ -61,6 +61,7 @@ from mypy.nodes import (
     Var,
 )
 from mypy.plugin import FunctionContext, MethodContext
+from mypy.types import Instance, LiteralType, get_proper_type
 
 from spmd_mypy.config import AxisNames, Config
 from spmd_mypy.groups import axis_of_group
@@ -277,23 +278,22 @@ def _axis_name(expr: Expression, site: Site, depth: int) -> str | None:
 
 
 def _enum_value(expr: Expression) -> str | None:
-    """``MeshAxisName.TP`` -> ``"tp"``: the string its class body assigns the member (``auto()`` in a
-    ``StrEnum``: the name lower-cased)."""
+    """``MeshAxisName.TP`` -> ``"tp"``: the string literal its class assigns the member (``auto()`` in a
+    ``StrEnum``: the name lower-cased), as mypy typed the member (a module read from the cache keeps no
+    class body)."""
     if not (isinstance(expr, MemberExpr) and isinstance(expr.expr, RefExpr) and isinstance(expr.expr.node, TypeInfo)):
         return None
     info = expr.expr.node
-    if not info.is_enum:
+    member = info.get(expr.name)
+    if not info.is_enum or member is None or not isinstance(member.node, Var) or member.node.type is None:
         return None
-    for statement in info.defn.defs.body:
-        if (isinstance(statement, AssignmentStmt) and len(statement.lvalues) == 1
-                and isinstance(statement.lvalues[0], NameExpr) and statement.lvalues[0].name == expr.name):
-            value = statement.rvalue
-            if isinstance(value, StrExpr):
-                return value.value
-            auto = (isinstance(value, CallExpr) and isinstance(value.callee, RefExpr)
-                    and value.callee.fullname == "enum.auto" and info.has_base("enum.StrEnum"))
-            return expr.name.lower() if auto else None
-    return None
+    assigned = get_proper_type(member.node.type)
+    if isinstance(assigned, Instance) and assigned.last_known_value is not None:
+        assigned = assigned.last_known_value
+    if isinstance(assigned, LiteralType) and isinstance(assigned.value, str):
+        return assigned.value
+    auto = isinstance(assigned, Instance) and assigned.type.fullname == "enum.auto"
+    return expr.name.lower() if auto and info.has_base("enum.StrEnum") else None
 
 
 def _int_literal(expr: Expression) -> int | None:

@@ -63,7 +63,7 @@ def codes() -> list[str]:
     return [
         c.code
         for c in (*errorcodes.BY_RULE.values(), errorcodes.UNMODELLED, errorcodes.MISSING_AXIS, errorcodes.AUTOGRAD,
-                  errorcodes.UNTYPED_BOUNDARY, errorcodes.CONFIGURATION, errorcodes.SETTINGS, errorcodes.PLAN)
+                  errorcodes.UNTYPED_BOUNDARY, errorcodes.CONFIGURATION, errorcodes.SETTINGS, errorcodes.RUNTIME_RULE, errorcodes.PLAN)
     ]
 
 

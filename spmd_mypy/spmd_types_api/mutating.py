@@ -1,0 +1,168 @@
+"""spmd_types' ``mutate_type(x, axis, src=, dst=)``: a relabel, read as the spec's ``reinterpret`` where it is one.
+
+``mutate_type`` changes the type attribute of ``x`` on the named axes
+(one ``axis``; every axis of ``x`` where ``axis`` is left out; the keys of
+``src`` or ``dst`` written as dicts) and nothing else: the local tensor is
+kept and autograd sees no operation.  The spec's ``reinterpret(src, dst)``
+keeps the local tensor too, and where its backward also keeps the gradient
+(``reinterpret(V,P)``, ``reinterpret(R,V)``, ``reinterpret(R,P)``: the
+backward is a reinterpret) the two are the same operation.  The expert
+pairs among them (``R -> V``, ``R -> P``) are accepted without
+``expert_mode``: ``mutate_type`` is spmd_types' expert relabel, and the call
+names both types.  Every other pair is ``spmd-runtime-rule``
+(docs/spec.md#spmd_types-vocabulary), the result still ``dst`` as at run
+time, and the fix names the spec's operation in spmd_types' spelling:
+
+* ``I -> R``, ``I -> V``, ``R -> I``: the spec's ``reinterpret`` moves the
+  gradient (an all-reduce; a copy on rank 0) where the relabel does not;
+  the fix is ``spmd.reinterpret(...)``;
+* a pair with no reinterpret (out of ``P``, ``V`` to ``R``/``I``, ``I`` to
+  ``P``): the fix is the operation that keeps the value
+  (:func:`spmd_stubs.core.comms.instead`).
+
+``src`` must be x's type on the axis, where that is known (spmd_types
+raises there): otherwise ``spmd-assert``.  A call whose axes, ``src`` or
+``dst`` cannot be read gives an unknown tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mypy.nodes import ARG_NAMED, ARG_POS, CallExpr, DictExpr, Expression
+from mypy.plugin import FunctionContext
+from mypy.types import Type
+
+from spmd_mypy import errorcodes, report
+from spmd_mypy.config import Config
+from spmd_mypy.representation import result_type, spmd_members, unknown_tensor, updated_members
+from spmd_mypy.spmd_types_api.asserting import partly_unknown, source_text, tensor_argument
+from spmd_mypy.spmd_types_api.collectives import in_spmd_types_spelling
+from spmd_mypy.spmd_types_api.reading import Site, axis_name, axis_type, site_of
+from spmd_stubs.core import AxisType, Code, Kind, SpmdTypeError, Step, backward_of, row_of
+from spmd_stubs.core.comms import instead
+
+Update = tuple[str, AxisType, AxisType]
+"""One axis mutated: (axis, src, dst)."""
+
+_NO_REINTERPRET = {
+    Kind.P: "a pending sum is resolved only by communication",
+    Kind.V: "the ranks hold different data: gathering it is communication",
+    Kind.I: "reading every rank's copy as one part of a sum would scale the value by the axis size",
+}
+
+
+def mutate_type_hook(settings: Config) -> Callable[[FunctionContext], Type]:
+    """``spmd.mutate_type(x, axis, src=spmd.R, dst=spmd.V)``: x with ``dst`` on the mutated axes."""
+
+    def hook(ctx: FunctionContext) -> Type:
+        given = tensor_argument(ctx)
+        site = site_of(ctx, settings)
+        call = ctx.context
+        if given is None or site is None or not isinstance(call, CallExpr):
+            return ctx.default_return_type
+        written = _arguments(call)
+        updates = _updates(written, site, given) if written is not None else None
+        if written is None or updates is None:
+            return unknown_tensor(ctx.api) or ctx.default_return_type
+        shown = source_text(ctx, call.args[0]) or "x"
+        axis_written = source_text(ctx, written["axis"]) if "axis" in written else None
+        for axis, src, dst in updates:
+            _check_relabel(ctx, shown, axis_written or f'"{axis}"', axis, src, dst)
+
+        checked = not partly_unknown(given)
+
+        def mutate(mapping: dict[str, AxisType]) -> None:
+            for axis, src, dst in updates:
+                actual = mapping.get(axis)
+                if checked and actual is not None and actual.local != src.local:
+                    report.fail(ctx.api, ctx.context,
+                                f"spmd.mutate_type says src={src} on axis {axis} but the value is {actual.on(axis)}. "
+                                f"Fix: src=spmd.{actual.local} (the value's type), then check that "
+                                f"{actual.local}->{dst.local} is the change you mean.",
+                                errorcodes.BY_RULE[Code.ASSERT])
+                mapping[axis] = dst.local
+
+        return result_type(ctx.api, given, updated_members(given, mutate))
+
+    return hook
+
+
+def _arguments(call: CallExpr) -> dict[str, Expression] | None:
+    """``x``, ``axis``, ``src`` and ``dst`` as written; None where one is starred or unexpected."""
+    names = ("x", "axis")
+    found: dict[str, Expression] = {}
+    for index, (arg, kind, name) in enumerate(zip(call.args, call.arg_kinds, call.arg_names)):
+        if kind == ARG_POS and index < len(names):
+            found[names[index]] = arg
+        elif kind == ARG_NAMED and name in ("axis", "src", "dst"):
+            found[name] = arg
+        else:
+            return None
+    return found if {"x", "src", "dst"} <= found.keys() else None
+
+
+def _updates(written: dict[str, Expression], site: Site, given: Type) -> list[Update] | None:
+    """Every (axis, src, dst) the call mutates; None where one is not known."""
+    src, dst = written["src"], written["dst"]
+    if isinstance(src, DictExpr) or isinstance(dst, DictExpr):
+        sources, targets = _per_axis(src, site), _per_axis(dst, site)
+        if "axis" in written or sources is None or targets is None:
+            return None
+        if isinstance(sources, dict) and isinstance(targets, dict):
+            return [(axis, sources[axis], targets[axis]) for axis in targets] if set(sources) == set(targets) else None
+        if isinstance(targets, dict):
+            assert isinstance(sources, AxisType)
+            return [(axis, sources, target) for axis, target in targets.items()]
+        assert isinstance(sources, dict)
+        return [(axis, source, targets) for axis, source in sources.items()]
+    source, target = axis_type(src, site), axis_type(dst, site)
+    if source is None or target is None:
+        return None
+    if "axis" in written:
+        axis = axis_name(written["axis"], site)
+        return [(axis, source, target)] if axis is not None else None
+    known = set(spmd_members(given))
+    whole = known.pop() if len(known) == 1 else None
+    return [(axis, source, target) for axis, _ in whole.axes] if whole is not None else None
+
+
+def _per_axis(expr: Expression, site: Site) -> dict[str, AxisType] | AxisType | None:
+    """``src`` or ``dst``: a dict ``{axis: type}`` with every entry read, or one type; None where unknown."""
+    if not isinstance(expr, DictExpr):
+        return axis_type(expr, site)
+    found: dict[str, AxisType] = {}
+    for key, value in expr.items:
+        axis = axis_name(key, site) if key is not None else None
+        typ = axis_type(value, site)
+        if axis is None or typ is None:
+            return None
+        found[axis] = typ
+    return found
+
+
+def _check_relabel(ctx: FunctionContext, shown: str, axis_written: str, axis: str, src: AxisType,
+                   dst: AxisType) -> None:
+    """``spmd-runtime-rule`` where relabelling ``src`` as ``dst`` is not the spec's reinterpret (module docstring)."""
+    before, after = src.local, dst.local
+    if before == after:
+        return
+    step = Step("reinterpret", before, after)
+    try:
+        row = row_of(step)
+    except KeyError:
+        row = None
+    if row is not None and row.backward == "reinterpret":
+        return
+    if row is not None:
+        why = (f"the SPMD spec's reinterpret({before},{after}) runs {backward_of(step.op, before, after)} on the gradient, the relabel "
+               f"runs nothing")
+        fix = step.call(axis, expert=row.gated)
+    else:
+        why = f"the SPMD spec has no reinterpret({before},{after}): {_NO_REINTERPRET[before.kind]}"
+        fix = instead(before, after, axis)
+    spelled = in_spmd_types_spelling(SpmdTypeError(Code.INVALID_TRANSITION, axis, fix), axis_written).message
+    message = (f"spmd.mutate_type relabels {before.on(axis)} as {after.on(axis)} on axis {axis}, which spmd_types "
+               f"runs and the spec refuses: {why}. Fix: {shown} = {spelled.replace('(x, ', f'({shown}, ', 1)}"
+               f"{'' if row is not None else f' where the value is {before.on(axis)}'}.")
+    report.fail(ctx.api, ctx.context, message, errorcodes.RUNTIME_RULE)

@@ -1,0 +1,68 @@
+"""``spmd.mutate_type``: the relabels the spec has as a reinterpret narrow ``x``; the others are refused."""
+import torch
+
+import spmd_types as spmd
+
+
+def rank_local_metadata(packed_cu_seqlens: torch.Tensor) -> None:
+    spmd.assert_type(packed_cu_seqlens, {"dp": spmd.R, "tp": spmd.R})
+    spmd.mutate_type(packed_cu_seqlens, "dp", src=spmd.R, dst=spmd.V)
+    reveal_type(packed_cu_seqlens)  # N: Tensor[V@dp, R@tp]
+
+
+def row_parallel_partials(out: torch.Tensor) -> None:
+    spmd.assert_type(out, {"tp": spmd.V})
+    out = spmd.mutate_type(out, "tp", src=spmd.V, dst=spmd.P)
+    reveal_type(out)  # N: Tensor[P@tp]
+
+
+def per_axis_dicts(total_loss: torch.Tensor) -> None:
+    spmd.assert_type(total_loss, {"dp": spmd.R, "cp": spmd.R})
+    spmd.mutate_type(total_loss, src=spmd.R, dst={"dp": spmd.P, "cp": spmd.P})
+    reveal_type(total_loss)  # N: Tensor[P@cp, P@dp]
+
+
+def every_axis(h: torch.Tensor) -> None:
+    spmd.assert_type(h, {"dp": spmd.R, "tp": spmd.R})
+    spmd.mutate_type(h, src=spmd.R, dst=spmd.V)
+    reveal_type(h)  # N: Tensor[V@dp, V@tp]
+
+
+def axis_not_written_out(offsets: torch.Tensor) -> None:
+    spmd.assert_type(offsets, {"dp": spmd.P, "cp": spmd.P})
+    for axis in ("dp", "cp"):
+        spmd.mutate_type(offsets, axis, src=spmd.P, dst=spmd.P)
+    reveal_type(offsets)  # N: Tensor[Any]
+
+
+def counts_relabelled_out_of_a_sum(num_tokens_per_expert: torch.Tensor) -> None:
+    spmd.assert_type(num_tokens_per_expert, {"ep": spmd.P})
+    spmd.mutate_type(num_tokens_per_expert, "ep", src=spmd.P, dst=spmd.V)  # E: spmd-runtime-rule the SPMD spec has no reinterpret(P,V): a pending sum is resolved only by communication. Fix (needs your choice): num_tokens_per_expert = spmd.reduce_scatter(num_tokens_per_expert, "ep", src=spmd.P, dst=spmd.V) where the value is P@ep.
+    reveal_type(num_tokens_per_expert)  # N: Tensor[V@ep]
+
+
+def counts_reduce_scattered(num_tokens_per_expert: torch.Tensor) -> None:
+    spmd.assert_type(num_tokens_per_expert, {"ep": spmd.P})
+    num_tokens_per_expert = spmd.reduce_scatter(num_tokens_per_expert, "ep", src=spmd.P, dst=spmd.V)
+    reveal_type(num_tokens_per_expert)  # N: Tensor[V@ep]
+
+
+def replicate_relabelled_invariant(pos_embeds: torch.Tensor) -> None:
+    spmd.assert_type(pos_embeds, {"tp": spmd.R})
+    pos_embeds = spmd.mutate_type(pos_embeds, "tp", src=spmd.R, dst=spmd.I)  # E: spmd-runtime-rule the SPMD spec's reinterpret(R,I) runs convert(I,P) on the gradient, the relabel runs nothing. Fix (needs your choice): pos_embeds = spmd.reinterpret(pos_embeds, "tp", src=spmd.R, dst=spmd.I, expert_mode=True).
+
+
+def replicate_reinterpreted_invariant(pos_embeds: torch.Tensor) -> None:
+    spmd.assert_type(pos_embeds, {"tp": spmd.R})
+    pos_embeds = spmd.reinterpret(pos_embeds, "tp", src=spmd.R, dst=spmd.I, expert_mode=True)
+    reveal_type(pos_embeds)  # N: Tensor[I@tp]
+
+
+def invariant_relabelled_replicate(w: torch.Tensor) -> None:
+    spmd.assert_type(w, {"tp": spmd.I})
+    spmd.mutate_type(w, "tp", src=spmd.I, dst=spmd.R)  # E: spmd-runtime-rule reinterpret(I,R) runs all_reduce(P,I) on the gradient, the relabel runs nothing. Fix (needs your choice): w = spmd.reinterpret(w, "tp", src=spmd.I, dst=spmd.R).
+
+
+def source_not_the_value(x: torch.Tensor) -> None:
+    spmd.assert_type(x, {"tp": spmd.I})
+    spmd.mutate_type(x, "tp", src=spmd.V, dst=spmd.P)  # E: spmd-assert spmd.mutate_type says src=V on axis tp but the value is I@tp

@@ -4,18 +4,21 @@
 (one ``axis``; every axis of ``x`` where ``axis`` is left out; the keys of
 ``src`` or ``dst`` written as dicts) and nothing else: the local tensor is
 kept and autograd sees no operation.  The spec's ``reinterpret(src, dst)``
-keeps the local tensor too, and where its backward also keeps the gradient
-(``reinterpret(V,P)``, ``reinterpret(R,V)``, ``reinterpret(R,P)``: the
-backward is a reinterpret) the two are the same operation.  The expert
-pairs among them (``R -> V``, ``R -> P``) are accepted without
-``expert_mode``: ``mutate_type`` is spmd_types' expert relabel, and the call
-names both types.  Every other pair is ``spmd-runtime-rule``
-(docs/spec.md#spmd_types-vocabulary), the result still ``dst`` as at run
-time, and the fix names the spec's operation in spmd_types' spelling:
+keeps the local tensor too; where its backward is a reinterpret as well and
+the value keeps its meaning, the two are the same operation, accepted:
+``V -> P`` (each rank's values are its part of the sum) and ``R -> V``
+(the copies declared varying; ``expert_mode`` in the spec, not asked of
+``mutate_type``, spmd_types' expert relabel).  Every other pair is
+``spmd-runtime-rule`` (docs/spec.md#spmd_types-vocabulary), the result
+still ``dst`` as at run time, and the fix names the spec's operation in
+spmd_types' spelling:
 
 * ``I -> R``, ``I -> V``, ``R -> I``: the spec's ``reinterpret`` moves the
   gradient (an all-reduce; a copy on rank 0) where the relabel does not;
   the fix is ``spmd.reinterpret(...)``;
+* ``R -> P``: each rank's copy becomes one part of the sum, which is the
+  value times the axis size; the fix is ``spmd.convert(...)``, which keeps
+  the value (the expert ``spmd.reinterpret`` where the scaling is meant);
 * a pair with no reinterpret (out of ``P``, ``V`` to ``R``/``I``, ``I`` to
   ``P``): the fix is the operation that keeps the value
   (:func:`spmd_stubs.core.comms.instead`).
@@ -39,12 +42,14 @@ from spmd_mypy.representation import result_type, spmd_members, unknown_tensor, 
 from spmd_mypy.spmd_types_api.asserting import partly_unknown, source_text, tensor_argument
 from spmd_mypy.spmd_types_api.collectives import in_spmd_types_spelling
 from spmd_mypy.spmd_types_api.reading import Site, axis_name, axis_type, site_of
-from spmd_stubs.core import AxisType, Code, Kind, SpmdTypeError, Step, backward_of, row_of
+from spmd_stubs.core import AxisType, Code, Kind, SpmdTypeError, Step, Transition, backward_of, row_of
 from spmd_stubs.core.comms import instead
 
 Update = tuple[str, AxisType, AxisType]
 """One axis mutated: (axis, src, dst)."""
 
+_RELABELS = frozenset({(Kind.V, Kind.P), (Kind.R, Kind.V)})
+"""The pairs a relabel does as the spec's reinterpret does, with the value's meaning kept (module docstring)."""
 _NO_REINTERPRET = {
     Kind.P: "a pending sum is resolved only by communication",
     Kind.V: "the ranks hold different data: gathering it is communication",
@@ -145,24 +150,25 @@ def _check_relabel(ctx: FunctionContext, shown: str, axis_written: str, axis: st
                    dst: AxisType) -> None:
     """``spmd-runtime-rule`` where relabelling ``src`` as ``dst`` is not the spec's reinterpret (module docstring)."""
     before, after = src.local, dst.local
-    if before == after:
+    if before == after or (before.kind, after.kind) in _RELABELS:
         return
     step = Step("reinterpret", before, after)
     try:
-        row = row_of(step)
+        row: Transition | None = row_of(step)
     except KeyError:
         row = None
-    if row is not None and row.backward == "reinterpret":
-        return
-    if row is not None:
-        why = (f"the SPMD spec's reinterpret({before},{after}) runs {backward_of(step.op, before, after)} on the gradient, the relabel "
-               f"runs nothing")
+    if row is not None and row.backward != "reinterpret":
+        why = (f"the SPMD spec's reinterpret({before},{after}) runs {backward_of(step.op, before, after)} on the "
+               f"gradient, the relabel runs nothing")
         fix = step.call(axis, expert=row.gated)
+    elif row is not None:
+        why = (f"each rank's copy becomes one part of a sum, the value times the axis size (the spec's "
+               f"reinterpret({before},{after}) needs expert_mode=True)")
+        fix = f"{instead(before, after, axis)}, which keeps the value, or {step.call(axis, expert=True)} if you mean it"
     else:
         why = f"the SPMD spec has no reinterpret({before},{after}): {_NO_REINTERPRET[before.kind]}"
-        fix = instead(before, after, axis)
+        fix = f"{instead(before, after, axis)} where the value is {before.on(axis)}"
     spelled = in_spmd_types_spelling(SpmdTypeError(Code.INVALID_TRANSITION, axis, fix), axis_written).message
     message = (f"spmd.mutate_type relabels {before.on(axis)} as {after.on(axis)} on axis {axis}, which spmd_types "
-               f"runs and the spec refuses: {why}. Fix: {shown} = {spelled.replace('(x, ', f'({shown}, ', 1)}"
-               f"{'' if row is not None else f' where the value is {before.on(axis)}'}.")
+               f"runs and the spec refuses: {why}. Fix: {shown} = {spelled.replace('(x, ', f'({shown}, ')}.")
     report.fail(ctx.api, ctx.context, message, errorcodes.RUNTIME_RULE)

@@ -16,10 +16,10 @@ def row_parallel_partials(out: torch.Tensor) -> None:
     reveal_type(out)  # N: Tensor[P@tp]
 
 
-def per_axis_dicts(total_loss: torch.Tensor) -> None:
-    spmd.assert_type(total_loss, {"dp": spmd.R, "cp": spmd.R})
-    spmd.mutate_type(total_loss, src=spmd.R, dst={"dp": spmd.P, "cp": spmd.P})
-    reveal_type(total_loss)  # N: Tensor[P@cp, P@dp]
+def per_axis_dicts(pos: torch.Tensor) -> None:
+    spmd.assert_type(pos, {"dp": spmd.R, "cp": spmd.R})
+    spmd.mutate_type(pos, src=spmd.R, dst={"dp": spmd.V, "cp": spmd.V})
+    reveal_type(pos)  # N: Tensor[V@cp, V@dp]
 
 
 def every_axis(h: torch.Tensor) -> None:
@@ -66,3 +66,14 @@ def invariant_relabelled_replicate(w: torch.Tensor) -> None:
 def source_not_the_value(x: torch.Tensor) -> None:
     spmd.assert_type(x, {"tp": spmd.I})
     spmd.mutate_type(x, "tp", src=spmd.V, dst=spmd.P)  # E: spmd-assert spmd.mutate_type says src=V on axis tp but the value is I@tp
+
+
+def replicate_relabelled_partial(total_loss: torch.Tensor) -> None:
+    spmd.assert_type(total_loss, {"dp": spmd.R})
+    spmd.mutate_type(total_loss, "dp", src=spmd.R, dst=spmd.P)  # E: spmd-runtime-rule each rank's copy becomes one part of a sum, the value times the axis size (the spec's reinterpret(R,P) needs expert_mode=True). Fix (needs your choice): total_loss = spmd.convert(total_loss, "dp", src=spmd.R, dst=spmd.P), which keeps the value, or spmd.reinterpret(total_loss, "dp", src=spmd.R, dst=spmd.P, expert_mode=True) if you mean it.
+
+
+def replicate_converted_partial(total_loss: torch.Tensor) -> None:
+    spmd.assert_type(total_loss, {"dp": spmd.R})
+    total_loss = spmd.convert(total_loss, "dp", src=spmd.R, dst=spmd.P)
+    reveal_type(total_loss)  # N: Tensor[P@dp]

@@ -34,6 +34,14 @@ def in_a_loop(clip: torch.Tensor, timesteps: torch.Tensor) -> None:
         reveal_type(tensor)  # N: Tensor[S(0)@dp, R@tp]
 
 
+ROPE_CACHE = torch.zeros(16)
+
+
+def module_value_checked_not_narrowed() -> None:
+    spmd.assert_type(ROPE_CACHE, {"tp": spmd.R})  # a global read here: assigning it would make it local
+    reveal_type(ROPE_CACHE)  # N: Tensor[Any]
+
+
 def attribute_checked_not_narrowed(metadata: VarlenMetadata) -> None:
     spmd.assert_type(metadata.cu_seq_q, {"dp": spmd.V, "tp": spmd.R})
     reveal_type(metadata.cu_seq_q)  # N: Tensor[Any]

@@ -37,6 +37,7 @@ from mypy.nodes import (
     ComparisonExpr,
     Context,
     Expression,
+    ExpressionStmt,
     FloatExpr,
     ForStmt,
     FuncDef,
@@ -52,10 +53,10 @@ from mypy.nodes import (
 )
 from mypy.plugin import CheckerPluginInterface
 
-from spmd_mypy.fullnames import AUTOGRAD_FUNCTION
+from spmd_mypy.fullnames import ASSERT_TYPE, AUTOGRAD_FUNCTION, SPMD_TYPES_RELABELS
 from spmd_mypy.representation import contains_tensor
 from spmd_mypy.statements import functions_in, statements_in
-from spmd_stubs.core.torch_ops import GRADIENT_FREE_RESULTS, out_of_place
+from spmd_stubs.core.torch_ops import CONSTANT_FACTORIES, GRADIENT_FREE_RESULTS, out_of_place
 
 NO_GRADIENT_DTYPES = frozenset(
     "bool uint8 int8 int16 int32 int64 short int long uint16 uint32 uint64".split()
@@ -75,12 +76,30 @@ def carries_no_gradient(expr: Expression | None, context: Context, api: CheckerP
     return expr is not None and _Walk(function, api).no_gradient(expr)
 
 
+def built_without_gradient(expr: Expression, context: Context, api: CheckerPluginInterface) -> bool:
+    """Whether ``expr`` is, where it is read, a value made by constant factories and gradient-free ops alone.
+
+    A fresh ``torch.zeros(...)`` / ``x.new_zeros(...)`` / ``torch.arange(...)``
+    carries no gradient until something is written into it; so a name bound
+    to one counts only where the function writes nothing into it in place
+    (``buf[i] = y``, ``buf.copy_(y)``, ``buf.requires_grad_()``), and a
+    factory given ``requires_grad=`` never counts.  Where the answer is
+    needed about the value itself (a relabel of it), not about an operand
+    that a later in-place write may have filled, this is the question.
+    """
+    function = current_function(api)
+    if _under_no_grad(context, function, api) or implementation(api) is not None:
+        return True
+    return _Walk(function, api, fresh_factories=True).no_gradient(expr)
+
+
 class _Walk:
     """One question about one operand: the names already asked about stop a cycle (``x = x + 1``)."""
 
-    def __init__(self, function: FuncItem | None, api: CheckerPluginInterface) -> None:
+    def __init__(self, function: FuncItem | None, api: CheckerPluginInterface, fresh_factories: bool = False) -> None:
         self.function = function
         self.api = api
+        self.fresh_factories = fresh_factories
         self.seen: set[str] = set()
 
     def no_gradient(self, expr: Expression) -> bool:
@@ -106,6 +125,8 @@ class _Walk:
             return False
         if out_of_place(callee.name)[0] in GRADIENT_FREE_RESULTS:
             return True
+        if self.fresh_factories and _fresh_factory(call):
+            return True
         if callee.name in ("to", "type") and call.args:
             dtype = call.args[0]
             if isinstance(dtype, MemberExpr) and dtype.name in NO_GRADIENT_DTYPES:
@@ -124,13 +145,52 @@ class _Walk:
         if self.function is None or name.name in self.seen:
             return False
         self.seen.add(name.name)
-        values = list(_assigned(self.function.body, name.name))
+        values = [value for value in _assigned(self.function.body, name.name) if not _relabel_of(value, name.name)]
+        if self.fresh_factories and _written_in_place(self.function.body, name.name):
+            return False
         return bool(values) and all(self.no_gradient(value) for value in values)
 
     def _tensor(self, expr: Expression) -> bool:
         """Whether mypy types ``expr`` as (containing) a tensor: anything else is a python value."""
         known = self.api.lookup_type_or_none(expr)  # type: ignore[attr-defined]
         return known is None or contains_tensor(known)
+
+
+def _fresh_factory(call: CallExpr) -> bool:
+    """``torch.zeros(...)``, ``x.new_zeros(...)``: a constant factory not asked for ``requires_grad``."""
+    assert isinstance(call.callee, (NameExpr, MemberExpr))
+    name = call.callee.name.removeprefix("new_")
+    return name in CONSTANT_FACTORIES and "requires_grad" not in call.arg_names
+
+
+def _written_in_place(block: Block, name: str) -> bool:
+    """Whether a statement of ``block`` writes into ``name`` in place: ``name[i] = y``, ``name.op_(...)``, ``out=name``."""
+    for statement in statements_in(block):
+        if isinstance(statement, AssignmentStmt) and any(
+            isinstance(target, IndexExpr) and _is_name(target.base, name) for target in statement.lvalues
+        ):
+            return True
+        if isinstance(statement, ExpressionStmt) and isinstance(statement.expr, CallExpr):
+            call = statement.expr
+            callee = call.callee
+            if isinstance(callee, MemberExpr) and _is_name(callee.expr, name) and callee.name.endswith("_"):
+                return True
+            if any(arg_name == "out" and _is_name(arg, name) for arg, arg_name in zip(call.args, call.arg_names)):
+                return True
+    return False
+
+
+def _is_name(expr: Expression, name: str) -> bool:
+    return isinstance(expr, NameExpr) and expr.name == name
+
+
+def _relabel_of(value: Expression, name: str) -> bool:
+    """Whether ``value`` is ``name`` itself, relabelled: ``x = spmd.assert_type(x, ...)`` adds no gradient to x."""
+    if not (isinstance(value, CallExpr) and isinstance(value.callee, RefExpr) and value.args):
+        return False
+    relabels = value.callee.fullname == ASSERT_TYPE or value.callee.fullname.startswith(SPMD_TYPES_RELABELS)
+    first = value.args[0]
+    return relabels and isinstance(first, NameExpr) and first.name == name
 
 
 def _assigned(block: Block, name: str) -> Iterator[Expression]:

@@ -23,6 +23,12 @@ spmd_types' spelling:
   ``P``): the fix is the operation that keeps the value
   (:func:`spmd_stubs.core.comms.instead`).
 
+A value that carries no gradient (a mask, positions built by ``arange``, a
+buffer from ``new_zeros``: :func:`spmd_mypy.gradients.built_without_gradient`)
+has no backward for the relabel to get wrong, so relabelling its copies as
+``R``, ``I`` or ``V`` is accepted (the vision encoders' ``R -> I`` on
+position tables).
+
 ``src`` must be x's type on the axis, where that is known (spmd_types
 raises there): otherwise ``spmd-assert``.  A call whose axes, ``src`` or
 ``dst`` cannot be read gives an unknown tensor.
@@ -38,6 +44,7 @@ from mypy.types import Type
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
+from spmd_mypy.gradients import built_without_gradient
 from spmd_mypy.representation import result_type, spmd_members, unknown_tensor, updated_members
 from spmd_mypy.spmd_types_api.asserting import partly_unknown, source_text, tensor_argument
 from spmd_mypy.spmd_types_api.collectives import in_spmd_types_spelling
@@ -50,6 +57,7 @@ Update = tuple[str, AxisType, AxisType]
 
 _RELABELS = frozenset({(Kind.V, Kind.P), (Kind.R, Kind.V)})
 """The pairs a relabel does as the spec's reinterpret does, with the value's meaning kept (module docstring)."""
+_COPIES = (Kind.R, Kind.I)
 _NO_REINTERPRET = {
     Kind.P: "a pending sum is resolved only by communication",
     Kind.V: "the ranks hold different data: gathering it is communication",
@@ -72,8 +80,10 @@ def mutate_type_hook(settings: Config) -> Callable[[FunctionContext], Type]:
             return unknown_tensor(ctx.api) or ctx.default_return_type
         shown = source_text(ctx, call.args[0]) or "x"
         axis_written = source_text(ctx, written["axis"]) if "axis" in written else None
+        gradient_free = built_without_gradient(call.args[0], call, ctx.api)
         for axis, src, dst in updates:
-            _check_relabel(ctx, shown, axis_written or f'"{axis}"', axis, src, dst)
+            if not (gradient_free and _same_data(src, dst)):
+                _check_relabel(ctx, shown, axis_written or f'"{axis}"', axis, src, dst)
 
         checked = not partly_unknown(given)
 
@@ -91,6 +101,11 @@ def mutate_type_hook(settings: Config) -> Callable[[FunctionContext], Type]:
         return result_type(ctx.api, given, updated_members(given, mutate))
 
     return hook
+
+
+def _same_data(src: AxisType, dst: AxisType) -> bool:
+    """Whether a value of type ``src`` is a value of type ``dst`` as data, gradients aside (copies read as R, I or V)."""
+    return src.local.kind in _COPIES and dst.local.kind in (*_COPIES, Kind.V)
 
 
 def _arguments(call: CallExpr) -> dict[str, Expression] | None:

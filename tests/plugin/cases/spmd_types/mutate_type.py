@@ -58,6 +58,13 @@ def replicate_reinterpreted_invariant(pos_embeds: torch.Tensor) -> None:
     reveal_type(pos_embeds)  # N: Tensor[I@tp]
 
 
+def position_table_relabelled_invariant(learned_pos_embed: torch.Tensor, n: int) -> None:
+    pos_embeds = learned_pos_embed.new_zeros(n, n)
+    spmd.assert_type(pos_embeds, {"tp": spmd.R})
+    pos_embeds = spmd.mutate_type(pos_embeds, "tp", src=spmd.R, dst=spmd.I)
+    reveal_type(pos_embeds)  # N: Tensor[I@tp]
+
+
 def invariant_relabelled_replicate(w: torch.Tensor) -> None:
     spmd.assert_type(w, {"tp": spmd.I})
     spmd.mutate_type(w, "tp", src=spmd.I, dst=spmd.R)  # E: spmd-runtime-rule reinterpret(I,R) runs all_reduce(P,I) on the gradient, the relabel runs nothing. Fix (needs your choice): w = spmd.reinterpret(w, "tp", src=spmd.I, dst=spmd.R).
@@ -77,3 +84,10 @@ def replicate_converted_partial(total_loss: torch.Tensor) -> None:
     spmd.assert_type(total_loss, {"dp": spmd.R})
     total_loss = spmd.convert(total_loss, "dp", src=spmd.R, dst=spmd.P)
     reveal_type(total_loss)  # N: Tensor[P@dp]
+
+
+def filled_table_relabelled_invariant(learned_pos_embed: torch.Tensor, n: int) -> None:
+    pos_embeds = learned_pos_embed.new_zeros(n, n)
+    pos_embeds[0] = learned_pos_embed
+    spmd.assert_type(pos_embeds, {"tp": spmd.R})
+    pos_embeds = spmd.mutate_type(pos_embeds, "tp", src=spmd.R, dst=spmd.I)  # E: spmd-runtime-rule the SPMD spec's reinterpret(R,I) runs convert(I,P) on the gradient

@@ -20,7 +20,7 @@ from typing import Mapping
 
 from mypy.checker import TypeChecker
 
-from spmd_mypy.plans.tree import Node, method
+from spmd_mypy.plans.tree import Node, method, torch_names
 from spmd_stubs.core import SCALAR, AxisType, Kind, Shard, SpmdTypeError, evaluate
 from spmd_stubs.core.parallel_styles import Handed, StyleTypes, accepts
 from spmd_stubs.core.rules import Apply, Arg, Expr
@@ -73,6 +73,8 @@ class _Frame:
     where: str
     env: dict[str, Value]
     returns: list[Value] = field(default_factory=list)
+    torch_names: frozenset[str] = frozenset()
+    """The names the module binds to torch's modules (``torch``, ``F``)."""
 
 
 class Flow:
@@ -143,7 +145,7 @@ class Flow:
         cls, function = found
         names = [a.arg for a in [*function.args.posonlyargs, *function.args.args]][1:]
         env = {name: inputs.get(index, inputs.get(name, UNKNOWN)) for index, name in enumerate(names)}
-        frame = _Frame(node, f"{cls.name}.forward", env)
+        frame = _Frame(node, f"{cls.name}.forward", env, torch_names=torch_names(self.api, cls.module_name))
         self._depth += 1
         try:
             self._block(function.body, frame)
@@ -204,7 +206,7 @@ class Flow:
         """Each body run from the same values; a name they leave different is unknown after them."""
         results = []
         for body in bodies:
-            branch = _Frame(frame.node, frame.where, dict(frame.env), frame.returns)
+            branch = _Frame(frame.node, frame.where, dict(frame.env), frame.returns, frame.torch_names)
             self._block(body, branch)
             results.append(branch.env)
         names = set().union(*results)
@@ -232,6 +234,8 @@ class Flow:
             return self._call(node, frame)
         if isinstance(node, ast.Attribute):
             value = self.expr(node.value, frame)
+            if node.attr == "shape":
+                self._local_shape(value, frame)
             record = TENSOR_ATTRIBUTES.get(node.attr)
             return self.op(node.attr, [value], frame.where) if record is not None and _tensor(value) else UNKNOWN
         if isinstance(node, ast.Subscript):
@@ -261,7 +265,17 @@ class Flow:
         if _namespace(callee.value, frame):
             return self.op(callee.attr, args, frame.where)  # torch.cat(...), F.silu(...)
         receiver = self.expr(callee.value, frame)
+        if callee.attr == "size":
+            self._local_shape(receiver, frame)
         return self.op(callee.attr, [receiver, *args], frame.where) if _tensor(receiver) else UNKNOWN
+
+    def _local_shape(self, value: Value, frame: _Frame) -> None:
+        """A shard's local shape read where whole sizes are expected (``batch, seq, _ = x.shape``): the
+        sizes are this rank's piece's.  Judged only when checking a fix (``strict``): code written for a
+        shard's shape is right as it is."""
+        if self.strict and value.type is not None and value.type.kind is Kind.V and not value.dtensor:
+            self.problems.append(Problem(tuple(sorted(value.sources)), f"{frame.where}: the shape of a local "
+                                         f"{value.type.on(self.axis)} is read (mesh axis {self.axis})"))
 
     def op(self, name: str, operands: list[Value], where: str) -> Value:
         """The op ``name`` (a method, function or operator spelling) applied to ``operands``."""
@@ -363,10 +377,11 @@ def _tensor(value: Value) -> bool:
 
 
 def _namespace(node: ast.expr, frame: _Frame) -> bool:
-    """``torch``, ``F``, ``torch.nn.functional``: a dotted name not bound in the function (a module)."""
+    """``torch``, ``F``, ``torch.nn.functional``: a dotted name from a torch import the function does not
+    rebind."""
     while isinstance(node, ast.Attribute):
         node = node.value
-    return isinstance(node, ast.Name) and node.id not in frame.env and node.id != "self"
+    return isinstance(node, ast.Name) and node.id in frame.torch_names and node.id not in frame.env
 
 
 def _word(name: str) -> str:

@@ -98,6 +98,19 @@ def source(api: TypeChecker, module: str) -> ast.Module | None:
     return cache[path][1]
 
 
+def torch_names(api: TypeChecker, module: str) -> frozenset[str]:
+    """The names ``module`` binds to torch's modules and members (``torch``, ``F``, ``nn``): a call through
+    one is a torch function, looked up by its name."""
+    tree = source(api, module)
+    names: set[str] = set()
+    for statement in tree.body if tree is not None else ():
+        if isinstance(statement, ast.Import):
+            names |= {a.asname or a.name.split(".")[0] for a in statement.names if a.name.split(".")[0] == "torch"}
+        elif isinstance(statement, ast.ImportFrom) and (statement.module or "").split(".")[0] == "torch":
+            names |= {a.asname or a.name for a in statement.names}
+    return frozenset(names)
+
+
 def class_def(api: TypeChecker, info: TypeInfo) -> ast.ClassDef | None:
     tree = source(api, info.module_name)
     found = [s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == info.name] if tree else []

@@ -27,8 +27,8 @@ def dtensor_into_the_residual(block: TransformerBlock, tp_mesh: DeviceMesh) -> N
 
 def local_shard_into_colwise(block: TransformerBlock, tp_mesh: DeviceMesh) -> None:
     parallelize_module(block, tp_mesh, {
-        "attention_norm": SequenceParallel(use_local_output=True),
-        "attention.w[qkv]": ColwiseParallel(),  # E: spmd-plan Attention.forward feeds S(1)@tp from "attention_norm" to "attention.w[qkv]": ColwiseParallel() where I@tp is needed (mesh axis tp)
+        "attention_norm": SequenceParallel(use_local_output=True),  # E: spmd-plan Attention.forward feeds S(1)@tp from "attention_norm" to "attention.w[qkv]": ColwiseParallel() where I@tp is needed (mesh axis tp)
+        "attention.w[qkv]": ColwiseParallel(),
         "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
         "ffn_norm": SequenceParallel(),
         "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),

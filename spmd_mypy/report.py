@@ -13,6 +13,7 @@ from spmd_mypy.build_state import state_of
 from spmd_mypy.fixes import Operand
 from spmd_mypy.message_parts import parts_of
 from spmd_mypy.sources import SourceUnreadable
+from spmd_mypy.spmd_types_api.spelling import in_spmd_types_spelling, speaks_spmd_types
 from spmd_stubs.core import Code, SpmdTypeError
 from spmd_stubs.core.errors import plainly_a_choice
 
@@ -92,6 +93,10 @@ def rule_error(api: CheckerPluginInterface, node: Context, error: SpmdTypeError,
     """Report an algebra verdict: the message already names the axis, operand types and fix.
 
     ``operands`` are the failing op's operands (with their types on the
-    error's axis), where the fix may rewrite one of them.
+    error's axis), where the fix may rewrite one of them.  In a module
+    written for spmd_types the fix is in its spelling
+    (:mod:`spmd_mypy.spmd_types_api.spelling`).
     """
+    if speaks_spmd_types(getattr(api, "tree", None)):
+        error = in_spmd_types_spelling(error, f'"{error.axis}"')
     fail(api, node, error.message, errorcodes.BY_RULE[error.code], error, operands)

@@ -9,5 +9,9 @@ module                   what
 :mod:`.mutating`         ``mutate_type``: the relabels that are a reinterpret
 :mod:`.narrowing`        those calls as statements narrow their argument
 :mod:`.unchecked`        ``no_typecheck()`` blocks: quiet, not trusted after
+:mod:`.collectives`      the collectives and casts, as rows of the table
+:mod:`.functions`        ``typecheck_forward`` read as a Function's signature
+:mod:`.local_map`        ``local_map(in_types=, out_types=)`` boundaries
+:mod:`.spelling`         fixes in spmd_types' spelling where the code speaks it
 =======================  ===================================================
 """

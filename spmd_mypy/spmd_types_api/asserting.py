@@ -37,8 +37,8 @@ from spmd_mypy.representation import (
     updated_members,
 )
 from spmd_mypy.sources import SourceUnreadable
-from spmd_mypy.spmd_types_api.collectives import in_spmd_types_spelling
 from spmd_mypy.spmd_types_api.reading import Site, axis_name, site_of, tensor_type
+from spmd_mypy.spmd_types_api.spelling import in_spmd_types_spelling
 from spmd_stubs.core import AxisType, Kind, Partial, SpmdTypeError, TensorType
 
 _PARTITION_SPEC = "partition_spec"

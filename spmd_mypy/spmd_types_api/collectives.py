@@ -31,8 +31,7 @@ the spec refuses (``reinterpret(I,P)``, an ``all_to_all`` between ``V`` and
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 from mypy.nodes import CallExpr, Expression
@@ -47,6 +46,7 @@ from spmd_mypy.global_mode import boundaries, regions
 from spmd_mypy.representation import result_type, tensor_instance, unknown_tensor
 from spmd_mypy.sources import SourceUnreadable
 from spmd_mypy.spmd_types_api.reading import Site, axis_name, axis_type, site_of
+from spmd_mypy.spmd_types_api.spelling import in_spmd_types_spelling
 from spmd_mypy.transitions import Request, apply
 from spmd_mypy.typed_collectives import _check_in_place_target as check_in_place_target
 from spmd_stubs.core import AxisType, Invariant, Kind, Partial, Replicate, SpmdTypeError, Varying
@@ -169,30 +169,6 @@ def _report(ctx: FunctionContext, name: str, request: Request, axis_written: str
     message = (f"spmd_types runs {request.op}(src={request.src}, dst={request.dst}) on axis {error.axis}, but the "
                f"SPMD spec has no such transition: {why}. {fix}")
     report.fail(ctx.api, ctx.context, message, errorcodes.RUNTIME_RULE, error)
-
-
-_CALL = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|all_to_all|redistribute|convert|reinterpret)"
-                   r"\((\{x\}|x), (\w+), src=(\w+(?:\(-?\d+\))?), dst=(\w+(?:\(-?\d+\))?)(, expert_mode=True)?\)")
-
-
-def in_spmd_types_spelling(error: SpmdTypeError, axis_written: str) -> SpmdTypeError:
-    """``error`` with each call it names on its axis in spmd_types' spelling, the axis as the call wrote it:
-    ``all_reduce(x, tp, src=P, dst=R)`` -> ``spmd.all_reduce(x, group, src=spmd.P, dst=spmd.R)``.
-
-    >>> from spmd_stubs.core import Code
-    >>> error = SpmdTypeError(Code.COLLECTIVE, "tp", "Fix: all_reduce(x, tp, src=P, dst=I).")
-    >>> in_spmd_types_spelling(error, "group").message
-    'Fix (needs your choice): spmd.all_reduce(x, group, src=spmd.P, dst=spmd.I).'
-    """
-
-    def spelled(call: re.Match[str]) -> str:
-        op, tensor, axis, src, dst, expert = call.groups()
-        if axis != error.axis:
-            return call.group(0)
-        return f"spmd.{op}({tensor}, {axis_written}, src=spmd.{src}, dst=spmd.{dst}{expert or ''})"
-
-    fix = error.fix and replace(error.fix, template=_CALL.sub(spelled, error.fix.template))
-    return SpmdTypeError(error.code, error.axis, _CALL.sub(spelled, error.message), fix)
 
 
 def kept_signature(ctx: FunctionContext) -> Type:

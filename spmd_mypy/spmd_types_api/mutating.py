@@ -47,8 +47,8 @@ from spmd_mypy.config import Config
 from spmd_mypy.gradients import built_without_gradient
 from spmd_mypy.representation import result_type, spmd_members, unknown_tensor, updated_members
 from spmd_mypy.spmd_types_api.asserting import partly_unknown, source_text, tensor_argument
-from spmd_mypy.spmd_types_api.collectives import in_spmd_types_spelling
 from spmd_mypy.spmd_types_api.reading import Site, axis_name, axis_type, site_of
+from spmd_mypy.spmd_types_api.spelling import in_spmd_types_spelling
 from spmd_stubs.core import AxisType, Code, Kind, SpmdTypeError, Step, Transition, backward_of, row_of
 from spmd_stubs.core.comms import instead
 

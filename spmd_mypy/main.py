@@ -24,6 +24,7 @@ from spmd_mypy.build_state import BuildState
 from spmd_mypy.configurations import pruning
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION, MODULE
 from spmd_mypy.hooks import Hook, HookTable, installed
+from spmd_mypy.parse_rewrites import ParseRewrite
 from spmd_mypy.representation import InternedValues
 from spmd_mypy.sources import SourceFiles
 from spmd_mypy.spmd_types_api import narrowing
@@ -113,11 +114,11 @@ class SpmdPlugin(Plugin):
         self.config, self._stop = _load_config(options)
         self.build_state = BuildState(self.config, InternedValues(), SourceFiles(options.native_parser))
         # the plugin's choice of mypy's redefinition, without its leak out of branches that return
-        self._rebindings: rebinding.Shadowing | None = None
+        self._rebindings: ParseRewrite | None = None
         if self.config.allow_redefinition and _may_allow_redefinition(options):
             options.allow_redefinition = True
-            self._rebindings = rebinding.Shadowing(options, self.build_state.sources)
-        self._narrowing = narrowing.Narrowing(options)
+            self._rebindings = rebinding.shadowing(options, self.build_state.sources)
+        self._narrowing = narrowing.narrowing(options, self.build_state.sources)
         self._mypys = DefaultPlugin(options)
         self._flag_tests = pruning.FlagTests(self.config.configurations)
         self._answers: dict[tuple[str, str], Hook | None] = {}

@@ -62,11 +62,9 @@ configuration's flags decide.
 from __future__ import annotations
 
 import re
-import sys
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
-from mypy.config_parser import parse_mypy_comments
 from mypy.nodes import (
     AssignmentExpr,
     AssignmentStmt,
@@ -75,7 +73,6 @@ from mypy.nodes import (
     ClassDef,
     ContinueStmt,
     Decorator,
-    DelStmt,
     Expression,
     ForStmt,
     FuncDef,
@@ -84,10 +81,8 @@ from mypy.nodes import (
     ImportAll,
     ImportFrom,
     LambdaExpr,
-    MatchStmt,
     MypyFile,
     NameExpr,
-    OperatorAssignmentStmt,
     OverloadedFuncDef,
     RaiseStmt,
     ReturnStmt,
@@ -98,10 +93,10 @@ from mypy.nodes import (
 )
 from mypy.options import Options
 from mypy.server.subexpr import get_subexpressions
-from mypy.util import get_mypy_comments
 
-from spmd_mypy.sources import SourceFiles, SourceUnreadable
-from spmd_mypy.statements import functions_in, names_bound_by, nested_blocks, statements_in
+from spmd_mypy.parse_rewrites import ParseRewrite, redefinition_on
+from spmd_mypy.sources import SourceFiles
+from spmd_mypy.statements import functions_in, names_bound_in, names_in, nested_blocks, statements_in
 
 SUFFIX = "'"
 """mypy's mangling suffix (``mypy.util.unmangle`` strips it): no name in a source file ends in it."""
@@ -114,46 +109,14 @@ _ANY = re.compile(r"\bAny\b")
 would be one more expression of that type for ``--disallow-any-expr`` (a plain tensor's ``Any`` is not)."""
 
 
-@dataclass
-class Shadowing:
+def shadowing(options: Options, sources: SourceFiles) -> ParseRewrite:
     """The rewrite for one build: on where the plugin turned ``allow_redefinition`` on."""
-
-    options: Options
-    sources: SourceFiles
-    rewritten: set[str] = field(default_factory=set)
-    """The paths of the modules rewritten when last parsed."""
-
-    def parsed(self, tree: MypyFile) -> None:
-        """Called when mypy has parsed ``tree`` (a user module), before its semantic analysis."""
-        self.rewritten.discard(tree.path)
-        try:
-            if not tree.is_stub and _rewrite(tree, lambda: _redefinition_on(self.options, tree, self.sources)):
-                self.rewritten.add(tree.path)
-        except Exception as error:  # noqa: BLE001 -- a plugin must never crash mypy
-            # no hook context here to report on: say it once; what was rewritten before is sound on its own
-            print(f"spmd_mypy: {tree.path}: rebindings in branches that return could not be rewritten "
-                  f"({type(error).__name__}: {error}); mypy's own redefinition applies. Please report it.",
-                  file=sys.stderr)
-
-    def cache_data(self, path: str, is_check: bool) -> dict[str, str]:
-        """What a module's cache entry records (``is_check``: what a valid entry must record): a rewritten
-        module's entry is never valid, so mypy parses it through the path that rewrites it (when it checks
-        an entry, mypy has not parsed the module)."""
-        return {"rebindings": "shadowed"} if not is_check and path in self.rewritten else {}
-
-
-def _redefinition_on(options: Options, tree: MypyFile, sources: SourceFiles) -> bool:
-    """Whether mypy checks ``tree`` with flexible redefinition: its ``[mypy-...]`` section and inline
-    ``# mypy:`` comments applied, as mypy applies them."""
-    module = options.clone_for_module(tree.fullname)
-    try:
-        comments = get_mypy_comments("\n".join(sources.lines(tree)))
-    except (SourceUnreadable, UnicodeDecodeError):  # its inline settings unknown: mypy's semantics
-        return False
-    if comments:
-        changes, _ = parse_mypy_comments(comments, module)
-        module = module.apply_changes(changes)
-    return bool(module.allow_redefinition and not module.allow_redefinition_old)
+    return ParseRewrite(
+        rewrite=lambda tree: _rewrite(tree, lambda: redefinition_on(options, tree, sources)),
+        cache_key="rebindings",
+        failure="rebindings in branches that return could not be rewritten; mypy's own redefinition applies "
+                "(what was rewritten before is sound on its own)",
+    )
 
 
 def _rewrite(tree: MypyFile, allowed: Callable[[], bool]) -> bool:
@@ -225,7 +188,7 @@ class _Function:
             return None
         rebinding = body[index]
         assert isinstance(rebinding, AssignmentStmt)
-        if name in _bound(body[:index]) or _walrus_binds(rebinding.rvalue, name) or _leaves(body[index:]):
+        if name in names_bound_in(body[:index]) or _walrus_binds(rebinding.rvalue, name) or _leaves(body[index:]):
             return None
         return _Shadow(block, rebinding, name, self._fresh(name))
 
@@ -237,7 +200,7 @@ class _Function:
             for statement in statements_in(self.function.body):
                 if isinstance(statement, (FuncDef, Decorator, OverloadedFuncDef, ClassDef)):
                     unsafe.add(statement.name)
-                    unsafe.update(_names_in(get_subexpressions(statement)))
+                    unsafe.update(names_in(get_subexpressions(statement)))
                 elif isinstance(statement, (Import, ImportFrom)):
                     pairs = statement.ids if isinstance(statement, Import) else statement.names
                     unsafe.update(alias or name.partition(".")[0] for name, alias in pairs)
@@ -245,14 +208,14 @@ class _Function:
                     unsafe.update(self.candidates)
             for expr in get_subexpressions(self.function.body):
                 if isinstance(expr, LambdaExpr):
-                    unsafe.update(_names_in(get_subexpressions(expr)))
+                    unsafe.update(names_in(get_subexpressions(expr)))
             self._unsafe = unsafe
         return self._unsafe
 
     def _fresh(self, name: str) -> str:
         if self._used is None:
             self._used = {argument.variable.name for argument in self.function.arguments}
-            self._used.update(_names_in(get_subexpressions(self.function.body)))
+            self._used.update(names_in(get_subexpressions(self.function.body)))
         shadow = name + SUFFIX
         while shadow in self._used:
             shadow += SUFFIX
@@ -287,35 +250,6 @@ def _rebinds(statement: Statement, name: str) -> bool:
     return (isinstance(statement, AssignmentStmt) and len(statement.lvalues) == 1
             and isinstance(statement.lvalues[0], NameExpr) and statement.lvalues[0].name == name
             and statement.unanalyzed_type is None)
-
-
-def _names_in(expressions: Iterable[Expression]) -> Iterator[str]:
-    return (expr.name for expr in expressions if isinstance(expr, NameExpr))
-
-
-def _bound(statements: list[Statement]) -> set[str]:
-    """The names ``statements`` (and the blocks in them) may bind: a superset."""
-    bound: set[str] = set()
-    for statement in statements_in(Block(statements)):
-        targets: list[Expression | None] = []
-        if isinstance(statement, AssignmentStmt):
-            targets = list(statement.lvalues)
-        elif isinstance(statement, (OperatorAssignmentStmt, DelStmt)):
-            targets = [statement.lvalue if isinstance(statement, OperatorAssignmentStmt) else statement.expr]
-        elif isinstance(statement, ForStmt):
-            targets = [statement.index]
-        elif isinstance(statement, WithStmt):
-            targets = list(statement.target)
-        elif isinstance(statement, TryStmt):
-            targets = list(statement.vars)
-        elif isinstance(statement, MatchStmt):
-            bound.update(_names_in(get_subexpressions(statement)))
-        for target in targets:
-            if target is not None:
-                bound.update(names_bound_by(target))
-    for statement in statements:
-        bound.update(e.target.name for e in get_subexpressions(statement) if isinstance(e, AssignmentExpr))
-    return bound
 
 
 def _walrus_binds(expr: Expression, name: str) -> bool:

@@ -16,13 +16,16 @@ Two depths:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from mypy.nodes import (
     FUNC_NO_INFO,
+    AssignmentExpr,
+    AssignmentStmt,
     Block,
     ClassDef,
     Decorator,
+    DelStmt,
     Expression,
     ForStmt,
     FuncDef,
@@ -32,6 +35,7 @@ from mypy.nodes import (
     MatchStmt,
     MypyFile,
     NameExpr,
+    OperatorAssignmentStmt,
     OverloadedFuncDef,
     StarExpr,
     Statement,
@@ -41,6 +45,7 @@ from mypy.nodes import (
     WhileStmt,
     WithStmt,
 )
+from mypy.server.subexpr import get_subexpressions
 
 
 def nested_blocks(statement: Statement) -> list[Block]:
@@ -155,3 +160,33 @@ def defining_module(fullname: str, modules: Mapping[str, MypyFile]) -> MypyFile 
     parts = fullname.split(".")
     return next((modules[name] for name in (".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1))
                  if name in modules), None)
+
+
+def names_in(expressions: Iterable[Expression]) -> Iterator[str]:
+    """The plain names among ``expressions``."""
+    return (expr.name for expr in expressions if isinstance(expr, NameExpr))
+
+
+def names_bound_in(statements: list[Statement]) -> set[str]:
+    """The names ``statements`` (and the blocks in them) may bind: a superset."""
+    bound: set[str] = set()
+    for statement in statements_in(Block(statements)):
+        targets: list[Expression | None] = []
+        if isinstance(statement, AssignmentStmt):
+            targets = list(statement.lvalues)
+        elif isinstance(statement, (OperatorAssignmentStmt, DelStmt)):
+            targets = [statement.lvalue if isinstance(statement, OperatorAssignmentStmt) else statement.expr]
+        elif isinstance(statement, ForStmt):
+            targets = [statement.index]
+        elif isinstance(statement, WithStmt):
+            targets = list(statement.target)
+        elif isinstance(statement, TryStmt):
+            targets = list(statement.vars)
+        elif isinstance(statement, MatchStmt):
+            bound.update(names_in(get_subexpressions(statement)))
+        for target in targets:
+            if target is not None:
+                bound.update(names_bound_by(target))
+    for statement in statements:
+        bound.update(e.target.name for e in get_subexpressions(statement) if isinstance(e, AssignmentExpr))
+    return bound

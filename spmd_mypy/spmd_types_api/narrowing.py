@@ -33,9 +33,6 @@ valid, so mypy parses it through the path that rewrites it.
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field
-
 from mypy.nodes import (
     ARG_POS,
     AssignmentStmt,
@@ -55,7 +52,9 @@ from mypy.nodes import (
 )
 from mypy.options import Options
 
-from spmd_mypy.statements import functions_in, names_bound_by, nested_blocks, statements_in
+from spmd_mypy.parse_rewrites import ParseRewrite, redefinition_on
+from spmd_mypy.sources import SourceFiles
+from spmd_mypy.statements import functions_in, names_bound_in, nested_blocks, statements_in
 
 NARROWING = frozenset({"assert_type", "assert_local_type", "mutate_type"})
 """spmd_types' calls that change their argument's type in place."""
@@ -63,31 +62,14 @@ _MODULES = ("spmd_types", "spmd_types.runtime")
 """Where those calls are imported from."""
 
 
-@dataclass
-class Narrowing:
-    """The rewrite for one build."""
-
-    options: Options
-    rewritten: set[str] = field(default_factory=set)
-    """The paths of the modules rewritten when last parsed."""
-
-    def parsed(self, tree: MypyFile) -> None:
-        """Called when mypy has parsed ``tree`` (a user module), before its semantic analysis."""
-        self.rewritten.discard(tree.path)
-        if tree.is_stub or not self.options.clone_for_module(tree.fullname).allow_redefinition:
-            return
-        try:
-            if rewrite(tree):
-                self.rewritten.add(tree.path)
-        except Exception as error:  # noqa: BLE001 -- a plugin must never crash mypy
-            # no hook context here to report on: say it once; the statements are checked as written
-            print(f"spmd_mypy: {tree.path}: spmd_types' assert_type/mutate_type statements could not be read "
-                  f"as narrowing ({type(error).__name__}: {error}); they are checked only. Please report it.",
-                  file=sys.stderr)
-
-    def cache_data(self, path: str, is_check: bool) -> dict[str, str]:
-        """What a module's cache entry records: a rewritten module's entry is never valid (module docstring)."""
-        return {"spmd_types_narrowing": "rewritten"} if not is_check and path in self.rewritten else {}
+def narrowing(options: Options, sources: SourceFiles) -> ParseRewrite:
+    """The rewrite for one build: on where mypy checks the module with the plugin's redefinition."""
+    return ParseRewrite(
+        rewrite=lambda tree: redefinition_on(options, tree, sources) and rewrite(tree),
+        cache_key="spmd_types_narrowing",
+        failure="spmd_types' assert_type/mutate_type statements could not be read as narrowing; they are "
+                "checked only",
+    )
 
 
 def rewrite(tree: MypyFile) -> bool:
@@ -95,7 +77,7 @@ def rewrite(tree: MypyFile) -> bool:
     callees = _callees(tree)
     if not callees[0] and not callees[1]:
         return False
-    done = _rewrite_scope(Block(tree.defs), set(_bound(tree.defs)), callees)
+    done = _rewrite_scope(Block(tree.defs), set(names_bound_in(tree.defs)), callees)
     for function in functions_in(tree.defs):
         done |= _rewrite_scope(function.node.body, _locals(function.node), callees)
     return done
@@ -164,18 +146,9 @@ def _assignment(target: NameExpr, statement: ExpressionStmt) -> AssignmentStmt:
 def _locals(function: FuncDef) -> set[str]:
     """The names ``function`` binds itself: its parameters and its assignments' targets, less those it
     declares ``global`` or ``nonlocal``."""
-    bound = {argument.variable.name for argument in function.arguments} | _bound(function.body.body)
+    bound = {argument.variable.name for argument in function.arguments} | names_bound_in(function.body.body)
     declared = {name for statement in statements_in(function.body)
                 if isinstance(statement, (GlobalDecl, NonlocalDecl)) for name in statement.names}
     return bound - declared
 
 
-def _bound(statements: list[Statement]) -> set[str]:
-    bound: set[str] = set()
-    for statement in statements_in(Block(statements)):
-        targets = statement.lvalues if isinstance(statement, AssignmentStmt) else [
-            t for t in (getattr(statement, "index", None), *(getattr(statement, "target", None) or []))
-            if isinstance(t, Expression)]
-        for target in targets:
-            bound.update(names_bound_by(target))
-    return bound

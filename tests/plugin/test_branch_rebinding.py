@@ -23,7 +23,7 @@ from mypy.options import Options
 from mypy.parse import load_from_raw, parse
 from mypy.server.subexpr import get_subexpressions
 
-from spmd_mypy import rebinding
+from spmd_mypy import parse_rewrites, rebinding
 from spmd_mypy.sources import SourceFiles
 from spmd_mypy.statements import walk
 from tests.plugin.conftest import MypyRuns
@@ -190,7 +190,7 @@ def test_a_modules_own_setting_wins(comment: str, section: dict[str, object], on
     if section:
         options.per_module_options["m"] = section
     tree = _parsed(path.read_text(), path=str(path))
-    assert rebinding._redefinition_on(options, tree, SourceFiles()) == on
+    assert parse_rewrites.redefinition_on(options, tree, SourceFiles()) == on
 
 
 HELPERS = """\

@@ -53,7 +53,7 @@ can read the parameter again:
 
 A branch nested in a rewritten one is rewritten the same way for the new
 variable.  mypy parses a module from its cache entry's source without asking
-the plugin when only its imports changed, so :meth:`Shadowing.cache_data`
+the plugin when only its imports changed, so :class:`~spmd_mypy.parse_rewrites.ParseRewrite`
 keeps the cache entry of a rewritten module from ever being valid: it is
 parsed (and checked) afresh each run, as a module whose conditions the
 configuration's flags decide.

@@ -275,3 +275,16 @@ def test_each_bug_is_reported(checked: Measured, name: str) -> None:
     found = list(spmd_findings(checked, bug_module(name)).elements())
     matches = [[f for f in found if f[:2] == expected[:2] and expected[2] in f[2]] for expected in bug.found]
     assert len(found) == len(bug.found) and all(len(m) == 1 for m in matches), found
+
+
+DOCUMENTED_PARTS = {"llama3": "llama3", "moe": "MoE", "loss": "loss", "distributed": "distributed"}
+
+
+def test_the_documented_coverage_is_the_pinned_one() -> None:
+    """docs/third_party.md's torchtitan tables state the figures and the number of places pinned here."""
+    page = (PROJECT / "docs" / "third_party.md").read_text()
+    section = page[page.index("## torchtitan 0.3.0"):]
+    rows = {line.split(" ", 2)[1]: line for line in section.splitlines() if line.startswith("| ")}
+    for part, (expressions, known) in EXPECTED_FIGURES.items():
+        assert f"| {expressions} | {known} ({100 * known / expressions:.1f}%) |" in rows[DOCUMENTED_PARTS[part]]
+    assert f"strict mode reports ({sum(EXPECTED_PLACES.values())}, each pinned by the test)" in " ".join(section.split())

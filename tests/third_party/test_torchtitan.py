@@ -203,14 +203,18 @@ def test_no_spmd_finding_on_torchtitan_as_shipped(checked: Measured) -> None:
     assert found == []
 
 
-def figures_by_part(coverage: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    """Per part: (tensor-valued expressions, those with a known SPMD type)."""
-    totals = {part: (0, 0) for part in PARTS}
+def figures_by_part(coverage: dict[str, Any]) -> dict[str, tuple[int, int, int, int]]:
+    """Per part: tensor-valued expressions, those with a known SPMD type, the functions holding any such
+    expression and those holding one with a known type."""
+    totals = {part: (0, 0, 0, 0) for part in PARTS}
     for module in coverage["modules"]:
         part = PART_OF.get(module["module"])
-        if part is not None:
-            expressions, known = totals[part]
-            totals[part] = (expressions + module["expressions"], known + module["known"])
+        if part is None:
+            continue
+        functions = [f for f in module["functions"] if f["expressions"]]
+        expressions, known, counted, typed = totals[part]
+        totals[part] = (expressions + module["expressions"], known + module["known"], counted + len(functions),
+                        typed + sum(1 for f in functions if f["known"]))
     return totals
 
 
@@ -226,8 +230,9 @@ def places(coverage: dict[str, Any]) -> Counter[tuple[str, str, str, str | None]
 
 
 # docs/third_party.md#torchtitan-030 (What is typed): per part, (tensor-valued expressions, those with a
-# known SPMD type).
-EXPECTED_FIGURES = {"llama3": (594, 38), "moe": (368, 2), "loss": (259, 61), "distributed": (125, 93)}
+# known SPMD type, functions with tensor-valued expressions, those with a known one).
+EXPECTED_FIGURES = {"llama3": (594, 38, 47, 9), "moe": (368, 2, 33, 1), "loss": (259, 61, 19, 8),
+                    "distributed": (125, 93, 13, 10)}
 
 RETURNS_PLAIN = "return typed plain torch.Tensor"
 # docs/third_party.md#torchtitan-030 (Where types die): the places strict mode reports, (module, function,
@@ -285,6 +290,7 @@ def test_the_documented_coverage_is_the_pinned_one() -> None:
     page = (PROJECT / "docs" / "third_party.md").read_text()
     section = page[page.index("## torchtitan 0.3.0"):]
     rows = {line.split(" ", 2)[1]: line for line in section.splitlines() if line.startswith("| ")}
-    for part, (expressions, known) in EXPECTED_FIGURES.items():
-        assert f"| {expressions} | {known} ({100 * known / expressions:.1f}%) |" in rows[DOCUMENTED_PARTS[part]]
+    for part, (expressions, known, functions, typed) in EXPECTED_FIGURES.items():
+        assert (f"| {expressions} | {known} ({100 * known / expressions:.1f}%) | {typed} of {functions} |"
+                in rows[DOCUMENTED_PARTS[part]])
     assert f"strict mode reports ({sum(EXPECTED_PLACES.values())}, each pinned by the test)" in " ".join(section.split())

@@ -38,11 +38,11 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq, _ = x.shape
-
-        def heads(w: nn.Linear) -> torch.Tensor:  # [batch, seq, heads * head_dim] -> [batch, heads, seq, head_dim]
-            return w(x).view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)
-
-        q, k, v = heads(self.wq), heads(self.wk), heads(self.wv)
+        xq, xk, xv = self.wq(x), self.wk(x), self.wv(x)
+        # [batch, seq, heads * head_dim] -> [batch, heads, seq, head_dim]
+        q = xq.view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)
+        k = xk.view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)
+        v = xv.view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.wo(out.transpose(1, 2).reshape(batch, seq, self.n_heads * self.head_dim))
 

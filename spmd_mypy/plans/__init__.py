@@ -6,7 +6,8 @@ At a call ``parallelize_module(module, mesh, plan)`` whose plan is a literal
 ``forward``s (:mod:`.flow`): what each planned sub-module takes and hands
 on is its style's types (:mod:`spmd_stubs.core.parallel_styles`).  A
 mismatch is an ``spmd-plan`` error on the line of the plan entry the fix
-changes (:mod:`.fixes`).  The bodies are read from source, so a module that
+changes (:mod:`.fixes`), or on the plan where the fix adds an entry (a torch
+module left without a style holds plain parameters, :mod:`.plain`).  The bodies are read from source, so a module that
 holds a checked plan is checked again on every run (its cache entry never
 stays valid): an edit of a planned module's class elsewhere reaches it.
 
@@ -16,6 +17,7 @@ module                   what
 :mod:`.literal`          the plan's entries, styles and literal options
 :mod:`.tree`             the sub-modules keys name; ``forward`` sources
 :mod:`.flow`             the abstract evaluation of the ``forward``s
+:mod:`.plain`            the parameters of a torch module without a style
 :mod:`.fixes`            the one-entry change that makes the plan clean
 =======================  ===================================================
 """
@@ -26,12 +28,27 @@ import difflib
 from typing import Sequence
 
 from mypy.checker import TypeChecker
-from mypy.nodes import CallExpr, Expression, ForStmt, FuncItem, MemberExpr, MypyFile, NameExpr, TypeInfo
+from mypy.nodes import (
+    AssignmentStmt,
+    Block,
+    CallExpr,
+    Context,
+    DictExpr,
+    Expression,
+    ExpressionStmt,
+    ForStmt,
+    FuncItem,
+    MemberExpr,
+    MypyFile,
+    NameExpr,
+    RefExpr,
+    TypeInfo,
+)
 from mypy.plugin import FunctionContext
 from mypy.types import Instance, Type, get_proper_type
 
 from spmd_mypy import errorcodes, report
-from spmd_mypy.fullnames import MODULE
+from spmd_mypy.fullnames import MODULE, PARALLELIZE_MODULE
 from spmd_mypy.inference import type_of
 from spmd_mypy.plans import tree
 from spmd_mypy.plans.fixes import best_fix
@@ -60,7 +77,9 @@ def plan_hook(ctx: FunctionContext) -> Type:
     for entry in unmatched:
         _no_module(api, entry, root, info, axis)
     if not unmatched:  # else torch raises before anything runs
-        _report(api, problems(api, root, found, axis), root, found, axis)
+        plain = _only_plan(api, function)
+        assert display is not None
+        _report(api, problems(api, root, found, axis, plain=plain), root, found, axis, display, plain)
     return ctx.default_return_type
 
 
@@ -74,8 +93,9 @@ def mentions_plans(tree: MypyFile, sources: SourceFiles) -> bool:
 
 
 def problems(api: TypeChecker, root: tree.Node, found: Sequence[Entry], axis: str, changed: str | None = None,
-             strict: bool = False, as_written: Sequence[Entry] = ()) -> list[Problem] | None:
-    """What the plan's modules' data flow finds wrong, each once (``strict``: as :class:`Flow` says).
+             strict: bool = False, as_written: Sequence[Entry] = (), plain: bool = True) -> list[Problem] | None:
+    """What the plan's modules' data flow finds wrong, each once (``strict``, ``plain``: as :class:`Flow`
+    says).
     A module whose entry is not a modelled style hands on unknown values; None where that entry is the
     ``changed`` one.  The inputs are seeded as the plan ``as_written`` (default: this one) has them: a
     fix does not change what the caller passes."""
@@ -83,7 +103,7 @@ def problems(api: TypeChecker, root: tree.Node, found: Sequence[Entry], axis: st
     seeding = _planned(root, as_written, None) if as_written else planned
     if planned is None or seeding is None:
         return None
-    flow = Flow(api, axis, planned, strict)
+    flow = Flow(api, axis, planned, strict, plain)
     owners = [root, *(n for n in root.walk() if any(c.path in planned for c in n.children.values()))]
     for owner in owners:
         if owner is root or owner.path not in flow.reached:
@@ -109,28 +129,45 @@ def _planned(root: tree.Node, found: Sequence[Entry], changed: str | None) -> di
 
 
 def _report(api: TypeChecker, found_problems: list[Problem] | None, root: tree.Node, found: Sequence[Entry],
-            axis: str) -> None:
+            axis: str, display: DictExpr, plain: bool) -> None:
     """Each problem with the fix that removes it and adds none (checked strictly), at the entry the fix
-    changes; problems one fix removes together (a mismatch and what follows from it) are reported once."""
+    changes, or at the plan where it adds one; problems one fix removes together (a mismatch and what
+    follows from it) are reported once."""
     by_key = {entry.key: entry for entry in found}
-    before = {p.message for p in problems(api, root, found, axis, strict=True) or ()}
+    before = {p.message for p in problems(api, root, found, axis, strict=True, plain=plain) or ()}
     grouped: dict[tuple[str, str], tuple[Problem, Entry | None]] = {}
     for problem in found_problems or ():
-        if not problem.keys or problem.keys[0] not in by_key:
+        if not problem.keys or problem.keys[0] not in by_key and not problem.unplanned:
             continue
 
         def removed(plan: Sequence[Entry], key: str, message: str = problem.message) -> int | None:
-            after = problems(api, root, plan, axis, key, strict=True, as_written=found)
+            after = problems(api, root, plan, axis, key, strict=True, as_written=found, plain=plain)
             left = {p.message for p in after} if after is not None else {message}
             return len(before - left) if left <= before - {message} else None
 
-        fix = best_fix(problem.keys, found, removed)
+        fix = best_fix(problem.keys, found, removed, display if problem.unplanned else None)
         grouped.setdefault((fix.key, str(fix.style)) if fix is not None else ("", problem.message), (problem, fix))
     for problem, fix in grouped.values():
-        where = by_key[fix.key if fix is not None else problem.keys[0]]
+        written = by_key.get(fix.key if fix is not None else problem.keys[0])
+        if written is None:  # an entry to add: reported on the plan
+            advice = f'Fix: add "{fix.key}": {fix.style}.' if fix is not None else \
+                f'Fix: give "{problem.keys[0]}" a style.'
+            report.fail(api, Context(display.line, display.column), f"{problem.message}. {advice}", errorcodes.PLAN)
+            continue
         advice = (f'Fix: "{fix.key}": {fix.style}.' if fix is not None else
                   f"Fix: make the layouts of {', '.join(repr(k) for k in problem.keys)} agree.")
-        report.fail(api, where.node, f"{problem.message}. {advice}", errorcodes.PLAN)
+        report.fail(api, written.node, f"{problem.message}. {advice}", errorcodes.PLAN)
+
+
+def _only_plan(api: TypeChecker, function: FuncItem | None) -> bool:
+    """Whether this is the one ``parallelize_module`` call of the calling function (or module): another may
+    plan the modules this plan leaves without a style, so their parameters are plain only where there is
+    none."""
+    body = function.body if function is not None else Block(api.tree.defs)
+    called = [s.expr if isinstance(s, ExpressionStmt) else s.rvalue for s in statements_in(body)
+              if isinstance(s, (ExpressionStmt, AssignmentStmt))]
+    return sum(isinstance(c, CallExpr) and isinstance(c.callee, RefExpr) and c.callee.fullname == PARALLELIZE_MODULE
+               for c in called) <= 1
 
 
 def _no_module(api: TypeChecker, entry: Entry, root: tree.Node, info: TypeInfo, axis: str) -> None:

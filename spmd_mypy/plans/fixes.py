@@ -7,12 +7,17 @@ the plan uses, a colwise style made rowwise or the other way round, an
 input layout set, ``use_local_output`` flipped.  A candidate after which
 the mismatch is gone and no new one appears (checked strictly) is a fix;
 the fix is the one that removes the most mismatches (:func:`best_fix`).  A
-change torch refuses, or that a module's kind does not take, is none.
+change torch refuses, or that a module's kind does not take, is none.  A
+module the plan gives no style, whose plain parameters meet a sequence
+shard, gets an entry added: ``SequenceParallel`` on a dim the plan uses,
+its output a DTensor or local.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Iterator, Optional, Sequence
+
+from mypy.nodes import Expression
 
 from spmd_mypy.plans.literal import Entry, Style
 from spmd_stubs.core.parallel_styles import OPTIONS, REPLICATE, Placement, shard
@@ -28,14 +33,20 @@ Tier = Callable[[Style, list[Placement]], Iterator[Style]]
 """One kind of change: the styles it makes of a style, given the placements the plan uses."""
 
 
-def best_fix(keys: Sequence[str], entries: Sequence[Entry], removed: Removed) -> Entry | None:
+def best_fix(keys: Sequence[str], entries: Sequence[Entry], removed: Removed, plan: Expression | None = None
+             ) -> Entry | None:
     """The change of one of ``keys``' entries that rids the plan of the most mismatches, the least change
-    first among equals (``None``: no change rids it of this one)."""
+    first among equals (``None``: no change rids it of this one).  With ``plan`` (where an entry is added),
+    ``keys[0]`` is a sub-module without an entry, and an entry added for it comes first."""
     by_key = {entry.key: entry for entry in entries}
     layouts = _layouts_in(entries)
     involved = [by_key[key] for key in dict.fromkeys(keys) if key in by_key and by_key[key].style is not None]
     peers = [entry.style for entry in involved if entry.style is not None and entry.style.name in _SWAPPED]
     best: tuple[int, Entry] | None = None
+    for added in [Entry(keys[0], style, plan) for style in _added(layouts)] if plan is not None else []:
+        count = removed([*entries, added], keys[0])
+        if count is not None and (best is None or count > best[0]):
+            best = (count, added)
     for tier in (_dropped, _like(peers), _outputs, _swapped, _relaid, _flipped):
         for entry in involved:
             assert entry.style is not None
@@ -45,6 +56,14 @@ def best_fix(keys: Sequence[str], entries: Sequence[Entry], removed: Removed) ->
                 if count is not None and (best is None or count > best[0]):
                     best = (count, changed)
     return best[1] if best is not None else None
+
+
+def _added(layouts: list[Placement]) -> list[Style]:
+    """The styles an entry added for a module without one may have: ``SequenceParallel`` on each shard dim
+    the plan uses, its output a DTensor, then local."""
+    dims = dict.fromkeys(p.dim for p in layouts if p.dim is not None and p.dim != 1)
+    styles = [Style("SequenceParallel", ()), *(Style("SequenceParallel", (("sequence_dim", d),)) for d in dims)]
+    return [*styles, *(style.with_options(use_local_output=True) for style in styles)]
 
 
 def _layouts_in(entries: Sequence[Entry]) -> list[Placement]:

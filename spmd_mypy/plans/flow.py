@@ -5,7 +5,8 @@ DTensor, a python number, or a tuple of values.  A call ``self.X(...)`` of a
 planned sub-module takes and hands on what its style says
 (:func:`~spmd_stubs.core.parallel_styles.style_types`); a sub-module that
 is not planned runs its own ``forward`` (its source read with :mod:`ast`),
-or, for one of torch's own modules, its op.  Every other value follows the
+or, for one of torch's own modules, its op, whose parameters are then plain
+tensors (``I`` on the axis, :mod:`.plain`).  Every other value follows the
 ops by name through their records (:mod:`spmd_stubs.core.torch_ops`,
 judged by :func:`spmd_stubs.core.evaluate`); anything else is unknown, and
 an unknown value takes part in no judgement.  Each value remembers the plan
@@ -20,8 +21,9 @@ from typing import Mapping
 
 from mypy.checker import TypeChecker
 
+from spmd_mypy.plans.plain import held_parameters
 from spmd_mypy.plans.tree import Node, method, torch_names
-from spmd_stubs.core import SCALAR, AxisType, Kind, Shard, SpmdTypeError, evaluate
+from spmd_stubs.core import SCALAR, AxisType, Invariant, Kind, Shard, SpmdTypeError, evaluate
 from spmd_stubs.core.parallel_styles import Handed, StyleTypes, accepts
 from spmd_stubs.core.rules import Apply, Arg, Expr
 from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES, Variadic, lookup
@@ -61,10 +63,12 @@ class Planned:
 
 @dataclass(frozen=True)
 class Problem:
-    """A mismatch: the plan keys involved (the one it is about first) and what is wrong, in words."""
+    """A mismatch: the plan keys involved (the one it is about first) and what is wrong, in words;
+    ``unplanned``: the first is a sub-module the plan gives no style, whose fix adds an entry for it."""
 
     keys: tuple[str, ...]
     message: str
+    unplanned: bool = False
 
 
 @dataclass
@@ -80,9 +84,11 @@ class _Frame:
 class Flow:
     """One evaluation of a plan's modules; :attr:`problems` collects what it finds."""
 
-    def __init__(self, api: TypeChecker, axis: str, planned: Mapping[str, Planned], strict: bool = False) -> None:
-        """``strict``: shards of differently written dims never match (:func:`accepts`)."""
-        self.api, self.axis, self.planned, self.strict = api, axis, planned, strict
+    def __init__(self, api: TypeChecker, axis: str, planned: Mapping[str, Planned], strict: bool = False,
+                 plain: bool = True) -> None:
+        """``strict``: shards of differently written dims never match (:func:`accepts`); ``plain``: a torch
+        module without a style holds plain ``I`` parameters (False where another plan may give it one)."""
+        self.api, self.axis, self.planned, self.strict, self.plain = api, axis, planned, strict, plain
         self.problems: list[Problem] = []
         self.reached: set[str] = set()
         self._depth = 0
@@ -102,11 +108,11 @@ class Flow:
             del self.problems[before:]
             self.forward(node, {})
 
-    def call(self, node: Node, args: list[Value], where: str) -> Value:
-        """``self.X(*args)`` where ``self.X`` is ``node``."""
+    def call(self, node: Node, args: list[Value], where: str, owner: Node) -> Value:
+        """``self.X(*args)`` in ``owner.forward`` where ``self.X`` is ``node``."""
         planned = self.planned.get(node.path)
         if planned is None:
-            return self._run(node, args)
+            return self._run(node, args, where, owner)
         types = planned.types
         if types is None:
             return UNKNOWN
@@ -116,7 +122,7 @@ class Flow:
         received = [_received(arg, handed, moved, planned.key) if handed is not None else arg
                     for arg, handed, moved in zip(args, [*types.received, *[None] * len(args)],
                                                   [*types.redistributed, *[False] * len(args)])]
-        result = self._run(node, received)
+        result = self._run(node, received, where, owner)
         if types.returned is not None and types.output is not None:
             if result.type is not None and not result.dtensor and not accepts(types.returned, result.type,
                                                                                 self.strict):
@@ -124,7 +130,7 @@ class Flow:
             return _handed(types.output, planned.key)
         return result
 
-    def _run(self, node: Node, args: list[Value]) -> Value:
+    def _run(self, node: Node, args: list[Value], where: str, owner: Node) -> Value:
         found = method(self.api, node.info, "forward") if node.info is not None else None
         if found is not None:
             return self.forward(node, dict(enumerate(args)))
@@ -134,7 +140,33 @@ class Flow:
             return UNKNOWN
         if form.op is None:
             return args[0]
-        return self.op(form.op, [args[0] if operand == INPUT else UNKNOWN for operand in form.operands], where="")
+        held = held_parameters(self.api, owner, node) if self.plain else {}
+        plain = {name: Value(type=Invariant) for name, exists in held.items() if exists}
+        operands = [args[0] if operand == INPUT else plain.get(operand or "", UNKNOWN) for operand in form.operands]
+        given, record = args[0], lookup(form.op)
+        if plain and record is not None and not isinstance(record.rule, Variadic) and given.type is not None \
+                and not given.dtensor:
+            try:
+                evaluate(record.rule, [v.type for v in operands], form.op, self.axis, record.effect,
+                         record.bias is not None)
+            except SpmdTypeError as error:
+                self._unplanned(node, sorted(plain), given, error, where)
+                operands = [args[0] if operand == INPUT else UNKNOWN for operand in form.operands]
+        return self.op(form.op, operands, where)
+
+    def _unplanned(self, node: Node, parameters: list[str], given: Value, error: SpmdTypeError, where: str) -> None:
+        """A module without a style, whose plain parameters meet a local input they cannot be used beside."""
+        assert given.type is not None
+        origin = f" from {_listed(given.sources)}" if given.sources else ""
+        held = " and ".join(parameters)
+        reason = error.message.split(" Fix")[0].rstrip(".") if given.type.kind is not Kind.V else (
+            f"{'their gradients sum' if len(parameters) > 1 else 'its gradient sums'} this rank's part of the "
+            f"input only, and nothing reduces {'them' if len(parameters) > 1 else 'it'} across {self.axis}")
+        self.problems.append(Problem(
+            (node.path, *sorted(given.sources)),
+            f'{where}: "{node.path}" has no style, so its {held} {"is" if len(parameters) == 1 else "are"} a plain '
+            f"{Invariant.on(self.axis)} tensor, but it receives {given.type.on(self.axis)}{origin} (mesh axis "
+            f"{self.axis}); {reason}", unplanned=True))
 
     def forward(self, node: Node, inputs: Mapping[int | str, Value]) -> Value:
         """Run ``node``'s ``forward`` on ``inputs`` (by position, or by name for a seed)."""
@@ -261,7 +293,7 @@ class Flow:
             return UNKNOWN
         if isinstance(callee.value, ast.Name) and callee.value.id == "self":
             child = frame.node.children.get(callee.attr)
-            return self.call(child, args, frame.where) if child is not None else UNKNOWN
+            return self.call(child, args, frame.where, frame.node) if child is not None else UNKNOWN
         if _namespace(callee.value, frame):
             return self.op(callee.attr, args, frame.where)  # torch.cat(...), F.silu(...)
         receiver = self.expr(callee.value, frame)
@@ -330,22 +362,40 @@ class Flow:
 
 
 def _seeds(function: ast.FunctionDef, node: Node, planned: Mapping[str, Planned]) -> dict[int | str, Value]:
-    """Each input of ``node.forward`` handed directly to a planned sub-module, as that sub-module takes it
-    (the first such call in the source)."""
+    """Each input of ``node.forward`` handed directly to a planned sub-module, or through an unplanned torch
+    module that keeps its input's layout (``self.attention(self.attention_norm(x))``), as that sub-module
+    takes it (the first such call in the source)."""
     names = {a.arg for a in [*function.args.posonlyargs, *function.args.args][1:]}
     seeds: dict[int | str, Value] = {}
     calls = sorted((c for c in ast.walk(function) if isinstance(c, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
     for call in calls:
-        callee = call.func
-        child = node.children.get(callee.attr) if isinstance(callee, ast.Attribute) and isinstance(
-            callee.value, ast.Name) and callee.value.id == "self" else None
+        child = _child(call, node)
         entry = planned.get(child.path) if child is not None else None
         if entry is None or entry.types is None:
             continue
         for arg, needed in zip(call.args, entry.types.inputs):
+            inner = _child(arg, node) if isinstance(arg, ast.Call) and len(arg.args) == 1 else None
+            if inner is not None and inner.path not in planned and _keeps_layout(inner):
+                assert isinstance(arg, ast.Call)
+                arg = arg.args[0]
             if isinstance(arg, ast.Name) and arg.id in names and arg.id not in seeds and needed is not None:
                 seeds[arg.id] = Value(type=needed)
     return seeds
+
+
+def _child(call: ast.expr, node: Node) -> Node | None:
+    """The sub-module ``self.X`` a call ``self.X(...)`` calls."""
+    callee = call.func if isinstance(call, ast.Call) else None
+    return node.children.get(callee.attr) if isinstance(callee, ast.Attribute) and isinstance(
+        callee.value, ast.Name) and callee.value.id == "self" else None
+
+
+def _keeps_layout(node: Node) -> bool:
+    """A torch module computing per element or per token (a norm, an activation, dropout): its output is laid
+    out as its input."""
+    form = next((BY_MODULE[base.fullname] for base in node.info.mro if base.fullname in BY_MODULE), None) \
+        if node.info is not None else None
+    return form is not None and form.op not in ("linear", "embedding", "softmax", "log_softmax", "softmin")
 
 
 def _received(arg: Value, handed: Handed, redistributed: bool, key: str) -> Value:

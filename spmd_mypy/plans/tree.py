@@ -183,3 +183,17 @@ def _resolve(api: TypeChecker, module: MypyFile, dotted: str) -> TypeInfo | None
         symbol = node.names.get(name)
         node = symbol.node if symbol is not None else None
     return node if isinstance(node, TypeInfo) else None
+
+
+def construction(api: TypeChecker, owner: TypeInfo, attribute: str) -> ast.Call | None:
+    """The call ``self.<attribute> = Module(...)`` builds the sub-module with, in the first ``__init__`` of
+    ``owner``'s MRO outside torch that assigns it (None: built otherwise, or more than once)."""
+    for base in owner.mro:
+        if base.fullname.startswith("torch.") or "__init__" not in base.names:
+            continue
+        found = method(api, base, "__init__")
+        calls = [s.value for s in ast.walk(found[1]) if isinstance(s, ast.Assign)
+                 and any(_is_self_attribute(t, attribute) for t in s.targets)] if found is not None else []
+        if calls:
+            return calls[0] if len(calls) == 1 and isinstance(calls[0], ast.Call) else None
+    return None

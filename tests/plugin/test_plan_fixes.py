@@ -1,8 +1,9 @@
 """Every ``spmd-plan`` fix, applied to its case file, gives a plan the checker passes.
 
 The fix names one plan entry and its new style (or, for a key that names no
-sub-module, the key to write); each case file gets its fixes written into a
-copy, and one mypy run checks the copies.  Whether a fixed plan is a correct
+sub-module, the key to write), or an entry to add (on the plan's first line);
+each case file gets its fixes written into a copy, and one mypy run checks
+the copies.  Whether a fixed plan is a correct
 program in torch's semantics is what the checker's model of the styles says
 (tests/test_parallel_styles.py pins that model to torch's ``style.py``).
 """
@@ -17,7 +18,7 @@ from tests.plugin.conftest import MypyRuns
 from tests.plugin.harness import CASES, config_text, parse_output, run_mypy
 
 PLANS = CASES / "plans"
-_FIX = re.compile(r'Fix \(needs your choice\): "(?P<key>[^"]+)"(?:: (?P<style>.+))?\.$')
+_FIX = re.compile(r'Fix \(needs your choice\): (?P<add>add )?"(?P<key>[^"]+)"(?:: (?P<style>.+))?\.$')
 _ENTRY = re.compile(r'^(?P<indent>\s*)"(?P<key>[^"]+)": (?P<style>.+?),(?P<comment>\s*#.*)?$')
 
 
@@ -38,11 +39,18 @@ def test_every_plan_fix_makes_the_plan_pass(mypy_runs: MypyRuns, tmp_path: Path)
         fixes = [(d.line, _FIX.search(d.message)) for d in mypy_runs.diagnostics(case) if d.code == "spmd-plan"]
         for number, fix in fixes:
             assert fix is not None, f"{case.name}:{number}: no fix that names an entry"
-            lines[number - 1] = _fixed(lines[number - 1], fix["key"], fix["style"])
+            if not fix["add"]:
+                lines[number - 1] = _fixed(lines[number - 1], fix["key"], fix["style"])
+        for number, fix in sorted(fixes, key=lambda found: -found[0]):  # bottom up: line numbers stay
+            if fix is not None and fix["add"]:
+                lines[number - 1] = lines[number - 1].split("  # E:")[0]
+                indent = re.match(r"\s*", lines[number])
+                assert indent is not None and fix["style"], lines[number]
+                lines.insert(number, f'{indent.group()}"{fix["key"]}": {fix["style"]},')
         if fixes:
             (copies / case.name).write_text("\n".join(lines) + "\n")
             fixed_files.append(copies / case.name)
-    assert len(fixed_files) >= 7, fixed_files
+    assert len(fixed_files) >= 8, fixed_files
     config = tmp_path / "mypy.ini"
     config.write_text(config_text())
     output = run_mypy(fixed_files, config, tmp_path / "cache", tmp_path, flags=["--explicit-package-bases"])

@@ -5,9 +5,10 @@ One gloo world runs two plans on a 4-rank ``tp`` mesh (``run_plan.run_rank``):
 * the plan as written (``tp_plan.apply_tp``): the output, the input gradient
   and every parameter's gradient, made whole with DTensor's ``full_tensor()``,
   equal the unparallelised block's (same seed) to 1e-12;
-* the same plan with ``ffn_norm`` left out: it runs and its output is right,
-  but ``ffn_norm``'s weight stays a plain tensor whose gradient holds only this
-  rank's tokens' part (the sequence-parallel norm bug): the comparison must
+* the same plan with ``ffn_norm`` (or ``attention_norm``) left out: it runs
+  and its output is right, but the norm's weight stays a plain tensor whose
+  gradient holds only this rank's tokens' part (the sequence-parallel norm
+  bug, ``spmd-plan`` whose fix adds the entry back): the comparison must
   report that gradient, and only it.
 
 ``run_plan.py`` is also run as a user would.
@@ -69,9 +70,15 @@ def plan_without_ffn_norm_gets_its_gradient_wrong(mesh: DeviceMesh) -> None:
     assert different.keys() == {"ffn_norm.weight grad"}, f"different from the reference: {different}"
 
 
+def plan_without_attention_norm_gets_its_gradient_wrong(mesh: DeviceMesh) -> None:
+    different = _different(run_plan.run_rank(_apply_tp_without("attention_norm")))
+    assert different.keys() == {"attention_norm.weight grad"}, f"different from the reference: {different}"
+
+
 CHECKS = {
     "plan_matches_reference": plan_matches_reference,
     "plan_without_ffn_norm_gets_its_gradient_wrong": plan_without_ffn_norm_gets_its_gradient_wrong,
+    "plan_without_attention_norm_gets_its_gradient_wrong": plan_without_attention_norm_gets_its_gradient_wrong,
 }
 
 

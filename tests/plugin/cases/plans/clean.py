@@ -30,6 +30,7 @@ def sequence_parallel(model: Transformer, tp_mesh: DeviceMesh) -> None:
 
 
 def tensor_parallel(block: TransformerBlock, tp_mesh: DeviceMesh) -> None:
+    """The norms keep plain I@tp weights, right on the replicated residual stream (wo all-reduces to I@tp)."""
     parallelize_module(block, tp_mesh, {
         "attention.w[qkv]": ColwiseParallel(),
         "attention.wo": RowwiseParallel(),

@@ -15,7 +15,7 @@ def missing_all_reduce(block: TransformerBlock, tp_mesh: DeviceMesh) -> None:
         "attention.wq": ColwiseParallel(),
         "attention.wk": ColwiseParallel(),
         "attention.wv": ColwiseParallel(),
-        "attention.wo": RowwiseParallel(output_layouts=Shard(1)),  # E: spmd-plan FeedForward.forward feeds V@tp from "attention.wo" to "feed_forward.w1": ColwiseParallel() where I@tp is needed (mesh axis tp)
+        "attention.wo": RowwiseParallel(output_layouts=Shard(1)),  # E: spmd-plan TransformerBlock.forward: "ffn_norm" has no style, so its weight is a plain I@tp tensor, but it receives S(1)@tp from "attention.wo" (mesh axis tp)
         "feed_forward.w1": ColwiseParallel(),
         "feed_forward.w2": RowwiseParallel(),
         "feed_forward.w3": ColwiseParallel(),

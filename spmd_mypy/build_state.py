@@ -45,12 +45,15 @@ class BuildState:
     (:mod:`spmd_mypy.plans`; mypy keeps none for a module loaded from its cache)."""
     plan_paths: set[str] = field(default_factory=set)
     """The paths of the modules that mention ``parallelize_module``: their plans are checked again every run."""
+    layout_setters: set[tuple[str, int]] = field(default_factory=set)
+    """(path, line) of each function whose attached layouts were checked (:mod:`spmd_mypy.layouts`)."""
 
     def forget(self, module: MypyFile) -> None:
         """``module`` was parsed anew: what was read from it before is stale."""
         self.sources.forget(module)
         self.modes.pop(module.fullname, None)
         self.quiet_lines.pop(module.fullname, None)
+        self.layout_setters = {setter for setter in self.layout_setters if setter[0] != module.path}
 
 
 def state_of(api: Any) -> BuildState:

@@ -85,6 +85,7 @@ from spmd_mypy.fullnames import (
 )
 from spmd_mypy.global_mode import boundaries, refine
 from spmd_mypy.group_types import add_axis_parameter, analyze_group
+from spmd_mypy.layouts import SHARDING_CONFIG, sharding_config_hook
 from spmd_mypy.plans import plan_hook
 from spmd_mypy.representation import add_hidden_parameter
 from spmd_mypy.spmd_types_api import asserting as spmd_types_asserting
@@ -186,6 +187,7 @@ FUNCTIONS = HookTable(
         GROUP_OF: always(groups.group_of_hook),
         APPLY_MODULE: always(polymorphism.module_itself_hook),
         PARALLELIZE_MODULE: always(plan_hook),
+        SHARDING_CONFIG: always(sharding_config_hook),
         SPMD_TYPES_API_BOUNDARY: always(spmd_types_collectives.kept_signature),
         **{name: lambda _, settings: spmd_types_asserting.assert_type_hook(settings) for name in SPMD_TYPES_ASSERT_TYPE},
         SPMD_TYPES_MUTATE_TYPE: lambda _, settings: spmd_types_mutating.mutate_type_hook(settings),

@@ -19,7 +19,7 @@ from mypy.options import Options
 from mypy.plugin import ClassDefContext, Plugin, ReportConfigContext
 from mypy.plugins.default import DefaultPlugin
 
-from spmd_mypy import config, hooks, plans, raw_collectives, rebinding, runtime_classes
+from spmd_mypy import config, hooks, layouts, plans, raw_collectives, rebinding, runtime_classes
 from spmd_mypy.build_state import BuildState
 from spmd_mypy.configurations import pruning
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION, MODULE
@@ -158,7 +158,8 @@ class SpmdPlugin(Plugin):
         self._narrowing.parsed(file)
         if self._rebindings is not None:
             self._rebindings.parsed(file)
-        if plans.mentions_plans(file, self.build_state.sources):
+        if plans.mentions_plans(file, self.build_state.sources) or layouts.attaches_layouts(
+                file, self.build_state.sources):
             self.build_state.plan_paths.add(file.path)
         return runtime_classes.additional_deps(file, self.config.modules)
 
@@ -182,7 +183,8 @@ class SpmdPlugin(Plugin):
                 data.update(self._rebindings.cache_data(ctx.path, ctx.is_check))
             data.update(self._narrowing.cache_data(ctx.path, ctx.is_check))
             if not ctx.is_check and ctx.path in self.build_state.plan_paths:
-                # its plans are checked against other modules' sources (spmd_mypy.plans): never a valid entry
+                # its plans or attached layouts are checked against other modules' sources (spmd_mypy.plans,
+                # spmd_mypy.layouts): never a valid entry
                 data["dtensor_plans"] = "checked every run"
         return data
 

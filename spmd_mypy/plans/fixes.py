@@ -8,9 +8,9 @@ input layout set, ``use_local_output`` flipped.  A candidate after which
 the mismatch is gone and no new one appears (checked strictly) is a fix;
 the fix is the one that removes the most mismatches (:func:`best_fix`).  A
 change torch refuses, or that a module's kind does not take, is none.  A
-module the plan gives no style, whose plain parameters meet a sequence
-shard, gets an entry added: ``SequenceParallel`` on a dim the plan uses,
-its output a DTensor or local.
+module the plan gives no style, whose plain parameters meet a shard, gets
+an entry added: rowwise or colwise for a linear, ``SequenceParallel`` on a
+dim the plan uses, its output a DTensor or local.
 """
 
 from __future__ import annotations
@@ -59,11 +59,12 @@ def best_fix(keys: Sequence[str], entries: Sequence[Entry], removed: Removed, pl
 
 
 def _added(layouts: list[Placement]) -> list[Style]:
-    """The styles an entry added for a module without one may have: ``SequenceParallel`` on each shard dim
-    the plan uses, its output a DTensor, then local."""
+    """The styles an entry added for a module without one may have: rowwise or colwise (a linear's), then
+    ``SequenceParallel`` on each shard dim the plan uses, its output a DTensor, then local."""
     dims = dict.fromkeys(p.dim for p in layouts if p.dim is not None and p.dim != 1)
     styles = [Style("SequenceParallel", ()), *(Style("SequenceParallel", (("sequence_dim", d),)) for d in dims)]
-    return [*styles, *(style.with_options(use_local_output=True) for style in styles)]
+    return [Style("RowwiseParallel", ()), Style("ColwiseParallel", ()), *styles,
+            *(style.with_options(use_local_output=True) for style in styles)]
 
 
 def _layouts_in(entries: Sequence[Entry]) -> list[Placement]:

@@ -7,9 +7,10 @@ computes its op with the parameters of its ``state_shardings``, must
 compute its ``out_src_shardings``, and hands on its ``out_dst_shardings``
 (else its ``out_src_shardings``).  A sub-module whose layout is attached
 elsewhere hands on an unknown value.  ``nn.Linear``'s ``x @ W.T`` is judged
-by dims: ``x`` sharded on its features (``S(-1)``) needs ``W``'s input
-features sharded (``S(1)``) and gives ``P``; a whole ``x`` with ``W``'s
-output features sharded (``S(0)``) gives ``S(-1)``.
+by dims with global SPMD's ``linear`` rule (:mod:`spmd_stubs.core.sharding`):
+``x`` sharded on its features (``S(-1)``) needs ``W``'s input features
+sharded (``S(1)``) and gives ``P``, which the layout must declare; a whole
+``x`` with ``W``'s output features sharded (``S(0)``) gives ``S(-1)``.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from mypy.checker import TypeChecker
 from spmd_mypy.layouts.values import Config, Layout
 from spmd_mypy.plans.flow import UNKNOWN, Flow, Problem, Value
 from spmd_mypy.plans.tree import Node, method
-from spmd_stubs.core import AxisType, Kind, Partial, Shard
+from spmd_stubs.core import AxisType, Kind, Shard, SpmdTypeError
 from spmd_stubs.core.parallel_styles import accepts
+from spmd_stubs.core.sharding import Linear, propagate
 from spmd_stubs.core.torch_ops.modules import BY_MODULE
+
+LINEAR = Linear()
+"""``F.linear``'s global rule: how a layout's shard dims meet in ``x @ W.T``."""
 
 
 def on(layout: Any, axis: str) -> AxisType | None:
@@ -63,7 +68,7 @@ class LayoutFlow(Flow):
         weight = on(state.get("weight"), self.axis) if isinstance(state, dict) else None
         form = next((BY_MODULE[b.fullname] for b in node.info.mro if b.fullname in BY_MODULE), None) \
             if node.info is not None else None
-        computed = self._linear(given, weight, key, where) \
+        computed = self._linear(given, weight, key, where, on(config.get("out_src_shardings"), self.axis)) \
             if form is not None and form.op == "linear" and given.type is not None and weight is not None \
             else UNKNOWN
         produced, handed = on(config.get("out_src_shardings"), self.axis), on(config.get("out_dst_shardings"), self.axis)
@@ -76,27 +81,35 @@ class LayoutFlow(Flow):
         result = handed or produced
         return Value(type=result, sources=frozenset({key})) if result is not None else computed
 
-    def _linear(self, given: Value, weight: AxisType, key: str, where: str) -> Value:
-        """``linear(x, W)`` by dims (module docstring); other kinds by the op's record."""
+    def _linear(self, given: Value, weight: AxisType, key: str, where: str, declared: AxisType | None) -> Value:
+        """``linear(x, W)``: the local kinds by the op's record, the dims by its global rule (module docstring).
+
+        The contraction may leave a pending sum where the layout declares one (``out_src_shardings`` P: a
+        rowwise projection's output), as ``out_partial_axes`` asks in global SPMD.
+        """
         assert given.type is not None
-        x = given.type
-        sources = given.sources | {key}
-        on_features = x.kind is Kind.V and x.shard == -1
-        if on_features or (x.kind in (Kind.R, Kind.I) and weight.kind is Kind.V and weight.shard == 1):
-            if on_features and weight.kind is Kind.V and weight.shard == 1:
-                return Value(type=Partial, sources=sources)
-            whose = "this rank's slice of the features" if on_features else "the whole features"
-            wants = "S(1)@tp (rowwise)" if on_features else "S(0)@tp (colwise) or R@tp"
+        # the local kinds only: the dims are the global rule's to judge
+        local = self.op("linear", [given, Value(type=weight.local, sources=frozenset({key}))], where)
+        if local.type is None:
+            return local
+        partial = "sum" if declared is not None and declared.kind is Kind.P else None
+        counted = _from_the_back(weight)
+        try:
+            result = propagate(LINEAR, [given.type, counted], self.axis, "linear", local.type, partial)
+        except SpmdTypeError as error:
+            why = error.message.split(" Fix")[0].replace(counted.on(self.axis), weight.on(self.axis))
             self.problems.append(Problem(
                 (key, *sorted(given.sources - {key})),
-                f'{where}: "{key}" (weight {weight.on(self.axis)}) is given {x.on(self.axis)}{_from(given, key)}: '
-                f"x @ W.T contracts {whose} against the weight's {'whole' if on_features else 'sliced'} input "
-                f"features (mesh axis {self.axis}); that input needs a weight {wants}"))
+                f'{where}: "{key}" (weight {weight.on(self.axis)}) is given {given.type.on(self.axis)}'
+                f"{_from(given, key)}: {why}"))
             return UNKNOWN
-        result = self.op("linear", [given, Value(type=weight, sources=frozenset({key}))], where)
-        if result.type is not None and x.kind is Kind.R and weight.kind is Kind.V and weight.shard == 0:
-            return Value(type=Shard(-1), sources=result.sources)
-        return result
+        return Value(type=result, sources=local.sources) if result is not None else local
+
+
+def _from_the_back(weight: AxisType) -> AxisType:
+    """A 2-D weight's shard dim counted from the back, as the input's features are (``S(1)`` is ``S(-1)``)."""
+    return Shard(weight.shard - 2) if weight.kind is Kind.V and weight.shard is not None and weight.shard >= 0 \
+        else weight
 
 
 def _from(value: Value, key: str) -> str:

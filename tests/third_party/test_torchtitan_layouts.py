@@ -50,7 +50,7 @@ MISTAKES = {
     "ffn_input_invariant": Mistake(
         (SHIPPED_INPUT, SHIPPED_INPUT.replace("spmd.R", "spmd.I")),
         "feed_forward_cfg.sharding_config",
-        ("(enable_sp=True) and (enable_sp=False)", 'I@tp from "feed_forward_cfg" and S(0)@tp from '
+        ("(enable_sp=True) and (enable_sp=False)", 'I@tp from "feed_forward_cfg" and V@tp from '
          '"feed_forward_cfg.w1"', "on axis tp",
          "declare R@tp in the in_dst_shardings of feed_forward_cfg.sharding_config (tp=spmd.R)"),
         (SHIPPED_INPUT.replace("spmd.R", "spmd.I"), SHIPPED_INPUT),
@@ -61,7 +61,7 @@ MISTAKES = {
         (SHIPPED_W2, "feed_forward_cfg.w2.sharding_config = colwise_config()"),
         "feed_forward_cfg.w2.sharding_config",
         ("(enable_sp=True) and (enable_sp=False)", '"feed_forward_cfg.w2" (weight S(0)@tp) is given '
-         'S(-1)@tp from "feed_forward_cfg.w1", "feed_forward_cfg.w3"', "mesh axis tp",
+         'S(-1)@tp from "feed_forward_cfg.w1", "feed_forward_cfg.w3"', "splits different dims",
          "feed_forward_cfg.w2.sharding_config = rowwise_config(output_sp=enable_sp)"),
         ("feed_forward_cfg.w2.sharding_config = colwise_config()",
          "feed_forward_cfg.w2.sharding_config = rowwise_config(output_sp=enable_sp)"),

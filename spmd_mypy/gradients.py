@@ -28,7 +28,7 @@ where nothing does.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 from mypy.nodes import (
     AssignmentStmt,
@@ -49,6 +49,7 @@ from mypy.nodes import (
     OpExpr,
     RefExpr,
     UnaryExpr,
+    WhileStmt,
     WithStmt,
 )
 from mypy.plugin import CheckerPluginInterface
@@ -81,25 +82,28 @@ def built_without_gradient(expr: Expression, context: Context, api: CheckerPlugi
 
     A fresh ``torch.zeros(...)`` / ``x.new_zeros(...)`` / ``torch.arange(...)``
     carries no gradient until something is written into it; so a name bound
-    to one counts only where the function writes nothing into it in place
-    (``buf[i] = y``, ``buf.copy_(y)``, ``buf.requires_grad_()``), and a
-    factory given ``requires_grad=`` never counts.  Where the answer is
+    to one counts only by what may run before ``context`` (:func:`_runs_before`):
+    its assignments there, and no in-place write there (``buf[i] = y``,
+    ``buf.copy_(y)``, ``buf.requires_grad_()``); a factory given
+    ``requires_grad=`` never counts.  Where the answer is
     needed about the value itself (a relabel of it), not about an operand
     that a later in-place write may have filled, this is the question.
     """
     function = current_function(api)
     if _under_no_grad(context, function, api) or implementation(api) is not None:
         return True
-    return _Walk(function, api, fresh_factories=True).no_gradient(expr)
+    return _Walk(function, api, fresh_factories_at=context).no_gradient(expr)
 
 
 class _Walk:
     """One question about one operand: the names already asked about stop a cycle (``x = x + 1``)."""
 
-    def __init__(self, function: FuncItem | None, api: CheckerPluginInterface, fresh_factories: bool = False) -> None:
+    def __init__(self, function: FuncItem | None, api: CheckerPluginInterface,
+                 fresh_factories_at: Context | None = None) -> None:
         self.function = function
         self.api = api
-        self.fresh_factories = fresh_factories
+        self.fresh_factories_at = fresh_factories_at
+        """Where a value is asked about that may be a fresh factory's (None: factories are not asked about)."""
         self.seen: set[str] = set()
 
     def no_gradient(self, expr: Expression) -> bool:
@@ -125,7 +129,7 @@ class _Walk:
             return False
         if out_of_place(callee.name)[0] in GRADIENT_FREE_RESULTS:
             return True
-        if self.fresh_factories and _fresh_factory(call):
+        if self.fresh_factories_at is not None and _fresh_factory(call):
             return True
         if callee.name in ("to", "type") and call.args:
             dtype = call.args[0]
@@ -146,8 +150,12 @@ class _Walk:
             return False
         self.seen.add(name.name)
         values = [value for value in _assigned(self.function.body, name.name) if not _relabel_of(value, name.name)]
-        if self.fresh_factories and _written_in_place(self.function.body, name.name):
-            return False
+        asked = self.fresh_factories_at
+        if asked is not None:
+            before = _runs_before(self.function.body, asked)
+            if _written_in_place(self.function.body, name.name, before):
+                return False
+            values = [value for value in values if before(value.line)]
         return bool(values) and all(self.no_gradient(value) for value in values)
 
     def _tensor(self, expr: Expression) -> bool:
@@ -163,9 +171,20 @@ def _fresh_factory(call: CallExpr) -> bool:
     return name in CONSTANT_FACTORIES and "requires_grad" not in call.arg_names
 
 
-def _written_in_place(block: Block, name: str) -> bool:
-    """Whether a statement of ``block`` writes into ``name`` in place: ``name[i] = y``, ``name.op_(...)``, ``out=name``."""
+def _runs_before(block: Block, asked: Context) -> Callable[[int], bool]:
+    """Whether a line of ``block`` may run before ``asked``: one above it, or anywhere in a loop around it (the
+    next iteration runs it first).  What runs after it sees the type ``asked`` gives, and is checked there."""
+    loops = [(s.line, s.end_line or s.line) for s in statements_in(block)
+             if isinstance(s, (ForStmt, WhileStmt)) and s.line <= asked.line <= (s.end_line or s.line)]
+    return lambda line: line < asked.line or any(first <= line <= last for first, last in loops)
+
+
+def _written_in_place(block: Block, name: str, before: Callable[[int], bool]) -> bool:
+    """Whether a statement of ``block`` that ``before`` admits writes into ``name`` in place: ``name[i] = y``,
+    ``name.op_(...)``, ``out=name``."""
     for statement in statements_in(block):
+        if not before(statement.line):
+            continue
         if isinstance(statement, AssignmentStmt) and any(
             isinstance(target, IndexExpr) and _is_name(target.base, name) for target in statement.lvalues
         ):

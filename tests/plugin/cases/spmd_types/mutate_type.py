@@ -91,3 +91,20 @@ def filled_table_relabelled_invariant(learned_pos_embed: torch.Tensor, n: int) -
     pos_embeds[0] = learned_pos_embed
     spmd.assert_type(pos_embeds, {"tp": spmd.R})
     pos_embeds = spmd.mutate_type(pos_embeds, "tp", src=spmd.R, dst=spmd.I)  # E: spmd-runtime-rule the SPMD spec's reinterpret(R,I) runs convert(I,P) on the gradient
+
+
+def table_relabelled_then_filled(learned_pos_embed: torch.Tensor, n: int) -> None:
+    pos_embeds = learned_pos_embed.new_zeros(n, n)
+    spmd.assert_type(pos_embeds, {"tp": spmd.R})
+    pos_embeds = spmd.mutate_type(pos_embeds, "tp", src=spmd.R, dst=spmd.I)
+    for i in range(n):
+        pos_embeds[i] = learned_pos_embed[i]
+    reveal_type(pos_embeds)  # N: Tensor[I@tp]
+
+
+def table_filled_in_a_loop_around_its_relabel(learned_pos_embed: torch.Tensor, n: int) -> None:
+    pos_embeds = learned_pos_embed.new_zeros(n, n)
+    for i in range(n):
+        spmd.assert_type(pos_embeds, {"tp": spmd.R})
+        pos_embeds = spmd.mutate_type(pos_embeds, "tp", src=spmd.R, dst=spmd.I)  # E: spmd-runtime-rule the SPMD spec's reinterpret(R,I) runs convert(I,P) on the gradient
+        pos_embeds[i] = learned_pos_embed[i]

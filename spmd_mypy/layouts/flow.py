@@ -22,13 +22,9 @@ from mypy.checker import TypeChecker
 from spmd_mypy.layouts.values import Config, Layout
 from spmd_mypy.plans.flow import UNKNOWN, Flow, Problem, Value
 from spmd_mypy.plans.tree import Node, method
-from spmd_stubs.core import AxisType, Kind, Shard, SpmdTypeError
+from spmd_stubs.core import AxisType, Kind, Shard, SpmdTypeError, sharding
 from spmd_stubs.core.parallel_styles import accepts
-from spmd_stubs.core.sharding import Linear, propagate
 from spmd_stubs.core.torch_ops.modules import BY_MODULE
-
-LINEAR = Linear()
-"""``F.linear``'s global rule: how a layout's shard dims meet in ``x @ W.T``."""
 
 
 def on(layout: Any, axis: str) -> AxisType | None:
@@ -95,7 +91,8 @@ class LayoutFlow(Flow):
         partial = "sum" if declared is not None and declared.kind is Kind.P else None
         counted = _from_the_back(weight)
         try:
-            result = propagate(LINEAR, [given.type, counted], self.axis, "linear", local.type, partial)
+            # sharding's rules load on first use (global SPMD's import cost only where a layout is judged)
+            result = sharding.propagate(sharding.Linear(), [given.type, counted], self.axis, "linear", local.type, partial)
         except SpmdTypeError as error:
             why = error.message.split(" Fix")[0].replace(counted.on(self.axis), weight.on(self.axis))
             self.problems.append(Problem(

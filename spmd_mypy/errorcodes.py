@@ -3,7 +3,7 @@
 So ``# type: ignore[spmd-partial-mul]`` silences one rule and
 ``--disable-error-code spmd`` (or ``# type: ignore[spmd]``) all of them.
 The rule codes are the algebra's :class:`~spmd_stubs.core.Code`; the
-plugin adds nine of its own.
+plugin adds ten of its own.
 """
 
 from mypy.errorcodes import ErrorCode
@@ -44,4 +44,8 @@ RUNTIME_RULE = ErrorCode(
 )
 PLAN = ErrorCode(
     "spmd-plan", "A DTensor parallelize_module plan does not fit its modules' data flow", "SPMD", sub_code_of=SPMD
+)
+LOCAL_MAP = ErrorCode(
+    "spmd-local-map", "A DTensor local_map's placements give its body no type, or types its body breaks", "SPMD",
+    sub_code_of=SPMD
 )

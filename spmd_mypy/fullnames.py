@@ -73,6 +73,8 @@ PARALLELIZE_MODULE: Final = "torch.distributed.tensor.parallel.api.parallelize_m
 """torch's tensor-parallel entry point, whose literal plan :mod:`spmd_mypy.plans` checks."""
 STYLE_MODULE: Final = "torch.distributed.tensor.parallel.style."
 PLACEMENT_MODULE: Final = "torch.distributed.tensor.placement_types."
+DTENSOR_LOCAL_MAP: Final = "torch.distributed.tensor.experimental._func_map.local_map"
+"""DTensor's ``local_map``, whose region :mod:`spmd_mypy.dtensor_local_map` checks."""
 MODULE_CONTAINERS: Final = ("torch.nn.modules.container.ModuleList", "torch.nn.modules.container.ModuleDict")
 LINEAR: Final = "torch.nn.modules.linear.Linear"
 EMBEDDING: Final = "torch.nn.modules.sparse.Embedding"

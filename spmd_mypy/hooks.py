@@ -25,6 +25,7 @@ from spmd_mypy import (
     calls,
     declaring_calls,
     differentiable_collectives,
+    dtensor_local_map,
     errorcodes,
     function_bodies,
     groups,
@@ -53,6 +54,7 @@ from spmd_mypy.fullnames import (
     CALLED_VALUE,
     COLLECTIVES_MODULE,
     DIFFERENTIABLE_COLLECTIVES_MODULE,
+    DTENSOR_LOCAL_MAP,
     FLAGS_CLASS,
     FROM_LOCAL,
     FUNCTION_MODULES,
@@ -194,6 +196,7 @@ FUNCTIONS = HookTable(
         SPMD_TYPES_NO_TYPECHECK: always(spmd_types_unchecked.no_typecheck_hook),
         SPMD_TYPES_FORGOTTEN: always(spmd_types_unchecked.forgotten_hook),
         SPMD_TYPES_LOCAL_MAP: lambda _, settings: spmd_types_local_map.local_map_hook(settings),
+        DTENSOR_LOCAL_MAP: lambda _, settings: dtensor_local_map.local_map_hook(settings),
     },
     rules=(
         (COLLECTIVES_MODULE, members(typed_collectives.TYPED_OPS,

@@ -30,16 +30,16 @@ from __future__ import annotations
 
 from typing import Callable
 
-from mypy.nodes import ARG_POS, ARG_STAR, ARG_STAR2, CallExpr, Expression, IntExpr, NameExpr, OpExpr, RefExpr, TupleExpr
+from mypy.nodes import CallExpr, Expression, IntExpr, NameExpr, OpExpr, RefExpr, TupleExpr
 from mypy.plugin import FunctionContext
-from mypy.types import AnyType, CallableType, NoneType, TupleType, Type, TypeOfAny, UnionType
+from mypy.types import Type
 
 from spmd_mypy.call_arguments import arguments
 from spmd_mypy.config import Config
 from spmd_mypy.representation import unknown_tensor, with_spmd
 from spmd_mypy.spmd_types_api.reading import Site, site_of, tensor_type
+from spmd_mypy.wrapped_functions import ANY, decorator, tensor_or_none, tuple_of, wrapped_function
 
-_ANY = AnyType(TypeOfAny.special_form)
 PARTITION_SPEC = "spmd_types.types.PartitionSpec"
 
 
@@ -55,21 +55,10 @@ def local_map_hook(settings: Config) -> Callable[[FunctionContext], Type]:
         if result is None:
             return ctx.default_return_type
         inputs = _leaves(args["in_types"][0]) if "in_types" in args else None
-        parameters = [_optional(_leaf(ctx, leaf, site)) for leaf in inputs] if inputs is not None else []
-        function = ctx.api.named_generic_type("builtins.function", [])
-        wrapped = CallableType(
-            [*parameters, _ANY, _ANY], [*(ARG_POS for _ in parameters), ARG_STAR, ARG_STAR2],
-            [*(None for _ in parameters), "args", "kwargs"], result, function,
-        )
-        return CallableType([_ANY], [ARG_POS], ["fn"], wrapped, function)
+        parameters = [tensor_or_none(_leaf(ctx, leaf, site)) for leaf in inputs] if inputs is not None else []
+        return decorator(ctx, wrapped_function(ctx, parameters, result))
 
     return hook
-
-
-def _optional(leaf: Type | None) -> Type:
-    """An ``in_types`` leaf as a parameter: a tensor of the leaf's type or ``None`` (a pytree with no
-    leaves, which the entry check passes); ``Any`` for an unreadable or non-tensor leaf."""
-    return UnionType([leaf, NoneType()]) if leaf is not None and not isinstance(leaf, AnyType) else _ANY
 
 
 def _pytree(ctx: FunctionContext, expr: Expression, site: Site) -> Type | None:
@@ -80,7 +69,7 @@ def _pytree(ctx: FunctionContext, expr: Expression, site: Site) -> Type | None:
     items = [_leaf(ctx, leaf, site) for leaf in leaves]
     if any(item is None for item in items):
         return None
-    return TupleType(items, ctx.api.named_generic_type("builtins.tuple", [_ANY]))  # type: ignore[arg-type]
+    return tuple_of(ctx, items)  # type: ignore[arg-type]
 
 
 def _leaves(expr: Expression) -> list[Expression] | None:
@@ -105,7 +94,7 @@ def _is_pair(expr: TupleExpr) -> bool:
 def _leaf(ctx: FunctionContext, leaf: Expression, site: Site) -> Type | None:
     """One leaf: ``None`` is ``Any`` (not a tensor); a type expression a tensor of that type; None: unreadable."""
     if isinstance(leaf, NameExpr) and leaf.fullname == "builtins.None":
-        return _ANY
+        return ANY
     parts = list(leaf.items) if isinstance(leaf, TupleExpr) else [leaf]
     declared = tensor_type(parts, site)
     tensor = unknown_tensor(ctx.api)

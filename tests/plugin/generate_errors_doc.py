@@ -1,5 +1,5 @@
 """Writes ``docs/errors.md`` from the per-code case files (``cases/errors``, ``cases/strict``, ``cases/configurations``,
-``cases/runtime_classes``, ``cases/plans``).
+``cases/runtime_classes``, ``cases/plans``, ``cases/dtensor_local_map``).
 
 Each example in the document *is* a case file the test suite runs, so every
 ``wrong`` example is checked to give its error and every ``fixed`` one to
@@ -17,7 +17,7 @@ from tests.plugin.harness import CASES, ROOT
 
 TARGET = ROOT / "docs" / "errors.md"
 EXAMPLE_DIRS = (CASES / "errors", CASES / "strict", CASES / "configurations", CASES / "runtime_classes",
-                CASES / "plans")
+                CASES / "plans", CASES / "dtensor_local_map")
 INTRO = """# spmd_mypy error codes
 
 Every code is a sub-code of `spmd`: silence one with
@@ -63,7 +63,8 @@ def codes() -> list[str]:
     return [
         c.code
         for c in (*errorcodes.BY_RULE.values(), errorcodes.UNMODELLED, errorcodes.MISSING_AXIS, errorcodes.AUTOGRAD,
-                  errorcodes.UNTYPED_BOUNDARY, errorcodes.CONFIGURATION, errorcodes.SETTINGS, errorcodes.RUNTIME_RULE, errorcodes.PLAN)
+                  errorcodes.UNTYPED_BOUNDARY, errorcodes.CONFIGURATION, errorcodes.SETTINGS, errorcodes.RUNTIME_RULE, errorcodes.PLAN,
+                  errorcodes.LOCAL_MAP)
     ]
 
 

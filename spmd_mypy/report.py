@@ -45,7 +45,7 @@ def balanced(text: str) -> str:
 
 
 def fail(api: CheckerPluginInterface, node: Context, message: str, code: ErrorCode,
-         error: SpmdTypeError | None = None, operands: Sequence[Operand] = ()) -> None:
+         error: SpmdTypeError | None = None, operands: Sequence[Operand] = (), edit: str | None = None) -> None:
     """Report ``message`` at ``node`` in mypy's shape (:mod:`spmd_mypy.message_parts`): the error line
     is its headline; notes on the same line follow it, attached to it (ignored and deduplicated with
     it): ``In `source`: `` with the explanation, then the fix sentence, then with ``show_fixes``
@@ -53,17 +53,18 @@ def fail(api: CheckerPluginInterface, node: Context, message: str, code: ErrorCo
 
     The fix is ``error``'s rewrite, where it has one, else a choice (said so in the fix sentence, and
     in the edit note).  An algebra verdict's message says so already
-    (:class:`~spmd_stubs.core.SpmdTypeError`); the plugin's own messages are said so here."""
+    (:class:`~spmd_stubs.core.SpmdTypeError`); the plugin's own messages are said so here, except one
+    whose fix the caller has checked and gives as ``edit`` (the note, ``Fix as an edit: ...``)."""
     module = getattr(api, "tree", None)
     if module is not None and node.line in state_of(api).quiet_lines.get(module.fullname, ()):
         return  # a ``with spmd.no_typecheck():`` block (spmd_mypy.spmd_types_api.unchecked)
-    if error is None and code is not errorcodes.BY_RULE[Code.ANNOTATION]:
+    if error is None and edit is None and code is not errorcodes.BY_RULE[Code.ANNOTATION]:
         message = plainly_a_choice(message)
     parts = parts_of(message)
     reported = api.msg.fail(parts.headline, node, code=code)
     notes = [placed(snippet(api, node), parts.explanation), parts.fix]
     if state_of(api).settings.show_fixes:
-        notes.append(fixes.note(api, node, error, operands) if error is not None else fixes.NO_EDIT)
+        notes.append(edit or (fixes.note(api, node, error, operands) if error is not None else fixes.NO_EDIT))
     for note in filter(None, notes):
         api.msg.note(note, node, code=code, parent_error=reported)
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 import pytest
 
 from spmd_stubs.core import Invariant, Partial, Replicate, Shard, Varying
-from spmd_stubs.core.parallel_styles import REPLICATE, Handed, Placement, accepts, shard, style_types
+from spmd_stubs.core.parallel_styles import (
+    REPLICATE,
+    Handed,
+    KeywordInput,
+    KeywordLayouts,
+    Placement,
+    accepts,
+    shard,
+    style_types,
+)
 
 
 def test_colwise_linear_takes_the_whole_input_and_hands_on_its_columns() -> None:
@@ -71,13 +80,58 @@ def test_prepare_module_output_states_what_forward_returns_and_what_it_hands_on(
     assert types.returned == Invariant and types.output == Handed(shard(0), dtensor=False)
 
 
+def test_prepare_module_input_converts_the_keyword_inputs_its_kwarg_layouts_name() -> None:
+    """torch's ``_prepare_input_kwarg_fn``: a named keyword input is converted, any other passed on; the
+    positional inputs are left alone where ``input_layouts`` is not given."""
+    types = style_types("PrepareModuleInput", {
+        "input_kwarg_layouts": KeywordLayouts((("hidden_states", shard(1)), ("scale", REPLICATE))),
+        "desired_input_kwarg_layouts": KeywordLayouts((("hidden_states", REPLICATE), ("scale", REPLICATE))),
+    }, "other")
+    assert dict(types.keyword_inputs) == {
+        "hidden_states": KeywordInput(Shard(1), Handed(REPLICATE, dtensor=True), redistributed=True),
+        "scale": KeywordInput(Invariant, Handed(REPLICATE, dtensor=True), redistributed=False),
+    }
+    assert types.positional_count is None
+    both = style_types("PrepareModuleInput", {
+        "input_layouts": shard(1), "desired_input_layouts": REPLICATE,
+        "input_kwarg_layouts": KeywordLayouts((("x", shard(0)),)),
+        "desired_input_kwarg_layouts": KeywordLayouts((("x", REPLICATE),)), "use_local_output": True}, "other")
+    assert both.positional_count == 1 and both.inputs == (Shard(1),)
+    assert both.keyword_inputs["x"].received == Handed(REPLICATE, dtensor=False)
+    # desired keyword layouts without input_kwarg_layouts: torch registers the hook without kwargs
+    ignored = style_types("PrepareModuleInput", {"desired_input_kwarg_layouts": KeywordLayouts((("x", REPLICATE),))},
+                          "other")
+    assert dict(ignored.keyword_inputs) == {}
+
+
+def test_prepare_module_input_output_prepares_the_inputs_then_the_output() -> None:
+    """torchtitan's MoE entry: the sequence shard gathered to a local whole (``use_local_input``), the
+    output a pending sum reduce-scattered back to the sequence shard."""
+    types = style_types("PrepareModuleInputOutput", {
+        "input_layouts": (shard(1),), "desired_input_layouts": (REPLICATE,), "use_local_input": True,
+        "output_layouts": (Placement("Partial"),), "desired_output_layouts": (shard(1),)}, "other")
+    assert types.inputs == (Shard(1),) and types.received == (Handed(REPLICATE, dtensor=False),)
+    assert types.returned == Partial and types.output == Handed(shard(1), dtensor=False)
+    kept = style_types("PrepareModuleInputOutput", {
+        "input_layouts": shard(1), "desired_input_layouts": REPLICATE, "output_layouts": REPLICATE,
+        "desired_output_layouts": REPLICATE, "use_local_output": False}, "other")
+    assert kept.received == (Handed(REPLICATE, dtensor=True),)  # use_local_input defaults to False
+    assert kept.output == Handed(REPLICATE, dtensor=True)
+
+
 @pytest.mark.parametrize("style, options, module", [
     ("ColwiseParallel", {}, "other"),  # torch: only nn.Linear and nn.Embedding
     ("ColwiseParallel", {"sequence_dim": 1}, "linear"),
     ("PrepareModuleInput", {"input_layouts": (shard(1),)}, "other"),  # torch asserts the desired layouts
     ("PrepareModuleInput", {"input_layouts": (shard(1), None), "desired_input_layouts": (REPLICATE,)}, "other"),
     ("SequenceParallel", {"use_local_output": 1}, "other"),
-    ("PrepareModuleInputOutput", {}, "other"),
+    ("PrepareModuleInputOutput", {}, "other"),  # torch requires the output layouts
+    ("PrepareModuleInputOutput", {"output_layouts": REPLICATE, "desired_output_layouts": REPLICATE,
+                                  "use_local_input": None}, "other"),
+    ("PrepareModuleOutput", {"output_layouts": (REPLICATE,), "desired_output_layouts": (REPLICATE, REPLICATE)},
+     "other"),
+    ("PrepareModuleInput", {"input_kwarg_layouts": KeywordLayouts((("x", shard(1)),))}, "other"),
+    ("PrepareModuleInput", {"input_kwarg_layouts": shard(1), "desired_input_kwarg_layouts": shard(1)}, "other"),
 ])
 def test_what_torch_refuses_or_is_not_modelled_raises(style: str, options: dict[str, object], module: str) -> None:
     with pytest.raises(ValueError):

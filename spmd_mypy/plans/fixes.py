@@ -4,7 +4,8 @@ The candidates change one entry that the mismatch involves, the least
 first: an option dropped (its default back), the style of another
 colwise/rowwise entry involved, an output layout set to another placement
 the plan uses, a colwise style made rowwise or the other way round, an
-input layout set, ``use_local_output`` flipped.  A candidate after which
+input layout (by position or by keyword) set, ``use_local_output`` (or
+``use_local_input``) flipped.  A candidate after which
 the mismatch is gone and no new one appears (checked strictly) is a fix;
 the fix is the one that removes the most mismatches (:func:`best_fix`).  A
 change torch refuses, or that a module's kind does not take, is none.  A
@@ -15,19 +16,21 @@ dim the plan uses, its output a DTensor or local.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Iterator, Optional, Sequence
 
 from mypy.nodes import Expression
 
-from spmd_mypy.plans.literal import Entry, Style
-from spmd_stubs.core.parallel_styles import OPTIONS, REPLICATE, Placement, shard
+from spmd_mypy.plans.assembled import Entry
+from spmd_mypy.plans.literal import Style
+from spmd_stubs.core.parallel_styles import FLAGS, OPTIONS, REPLICATE, KeywordLayouts, Placement, shard
 
 Removed = Callable[[Sequence[Entry], str], Optional[int]]
 """How many mismatches a changed plan (its entries, and the key changed) is rid of; None where it still
 has this one, has a new one, or its changed entry is not a modelled style."""
 
 _SWAPPED = {"ColwiseParallel": "RowwiseParallel", "RowwiseParallel": "ColwiseParallel"}
-_FLAGS = ("use_local_output", "sequence_dim")
+_FLAGS = ("use_local_input", "use_local_output", "sequence_dim")
 
 Tier = Callable[[Style, list[Placement]], Iterator[Style]]
 """One kind of change: the styles it makes of a style, given the placements the plan uses."""
@@ -51,7 +54,7 @@ def best_fix(keys: Sequence[str], entries: Sequence[Entry], removed: Removed, pl
         for entry in involved:
             assert entry.style is not None
             for style in tier(entry.style, layouts):
-                changed = Entry(entry.key, style, entry.node)
+                changed = replace(entry, style=style)
                 count = removed([changed if e.key == entry.key else e for e in entries], entry.key)
                 if count is not None and (best is None or count > best[0]):
                     best = (count, changed)
@@ -74,7 +77,8 @@ def _layouts_in(entries: Sequence[Entry]) -> list[Placement]:
         for name, value in entry.style.options if entry.style is not None else ():
             if name == "sequence_dim" and isinstance(value, int):
                 found.append(shard(value))
-            for item in value if isinstance(value, tuple) else (value,):
+            items = tuple(p for _, p in value.items) if isinstance(value, KeywordLayouts) else value
+            for item in items if isinstance(items, tuple) else (items,):
                 if isinstance(item, Placement):
                     found.append(item)
     return list(dict.fromkeys([*found, shard(-1)]))
@@ -83,7 +87,7 @@ def _layouts_in(entries: Sequence[Entry]) -> list[Placement]:
 def _dropped(style: Style, layouts: list[Placement]) -> Iterator[Style]:
     for name, _ in style.options:
         # a PrepareModule* style without its layouts does nothing: never the least change
-        if name not in _FLAGS and name not in ("input_layouts", "output_layouts") or style.name in _SWAPPED:
+        if name not in ("input_layouts", "output_layouts", "input_kwarg_layouts") or style.name in _SWAPPED:
             yield style.with_options(**{name: None})
 
 
@@ -103,7 +107,14 @@ def _relaid(style: Style, layouts: list[Placement], names: Sequence[str] = ()) -
             continue
         value = current.get(name)
         for layout in layouts:
-            if isinstance(value, tuple):
+            if isinstance(value, KeywordLayouts):
+                for position, (key, placement) in enumerate(value.items):
+                    if placement != layout:
+                        relaid = (*value.items[:position], (key, layout), *value.items[position + 1:])
+                        yield style.with_options(**{name: KeywordLayouts(relaid)})
+            elif "kwarg" in name:
+                continue  # a keyword input's layout is set where one is written
+            elif isinstance(value, tuple):
                 for position, item in enumerate(value):
                     if item is not None and item != layout:
                         yield style.with_options(**{name: (*value[:position], layout, *value[position + 1:])})
@@ -121,6 +132,7 @@ def _swapped(style: Style, layouts: list[Placement]) -> Iterator[Style]:
 
 
 def _flipped(style: Style, layouts: list[Placement]) -> Iterator[Style]:
-    default = style.name not in ("SequenceParallel", "PrepareModuleInput")
-    flipped = not dict(style.options).get("use_local_output", default)
-    yield style.with_options(use_local_output=None if flipped == default else flipped)
+    """``use_local_output`` (and ``use_local_input``) flipped, a flag back at its default dropped."""
+    for flag, default in FLAGS[style.name].items():
+        flipped = not dict(style.options).get(flag, default)
+        yield style.with_options(**{flag: None if flipped == default else flipped})

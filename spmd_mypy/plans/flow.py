@@ -3,10 +3,14 @@
 A value is a local tensor of an SPMD type (unknown where nothing says), a
 DTensor, a python number, or a tuple of values.  A call ``self.X(...)`` of a
 planned sub-module takes and hands on what its style says
-(:func:`~spmd_stubs.core.parallel_styles.style_types`); a sub-module that
-is not planned runs its own ``forward`` (its source read with :mod:`ast`),
-or, for one of torch's own modules, its op, whose parameters are then plain
-tensors (``I`` on the axis, :mod:`.plain`).  Every other value follows the
+(:func:`~spmd_stubs.core.parallel_styles.style_types`), by position and by
+keyword; a sub-module that is not planned runs its own ``forward`` (its
+source read with :mod:`ast`; ``self.f(...)`` runs the class's method ``f``),
+or, for one of torch's own modules, its op.  The parameters of a module no
+style distributes are plain tensors, ``I`` on the axis (:mod:`.plain`), or
+``R`` where the calling code all-reduces their gradients by hand
+(:mod:`.by_hand`); where one of them breaks a rule, the module is reported
+as left without a style.  Every other value follows the
 ops by name through their records (:mod:`spmd_stubs.core.torch_ops`,
 judged by :func:`spmd_stubs.core.evaluate`); anything else is unknown, and
 an unknown value takes part in no judgement.  Each value remembers the plan
@@ -17,13 +21,14 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from mypy.checker import TypeChecker
 
-from spmd_mypy.plans.plain import held_parameters
+from spmd_mypy.plans.plain import held_parameters, user_parameters
+from spmd_mypy.plans.seeds import seeded_inputs
 from spmd_mypy.plans.tree import Node, method, torch_names
-from spmd_stubs.core import SCALAR, AxisType, Invariant, Kind, Shard, SpmdTypeError, evaluate
+from spmd_stubs.core import SCALAR, AxisType, Invariant, Kind, Replicate, Shard, SpmdTypeError, evaluate
 from spmd_stubs.core.parallel_styles import Handed, StyleTypes, accepts
 from spmd_stubs.core.rules import Apply, Arg, Expr
 from spmd_stubs.core.torch_ops import TENSOR_ATTRIBUTES, Variadic, lookup
@@ -46,6 +51,8 @@ class Value:
     scalar: bool = False
     items: tuple[Value, ...] | None = None
     sources: frozenset[str] = frozenset()
+    parameter: str | None = None
+    """The name of the plain parameter it is (``self.weight`` of a module without a style)."""
 
 
 UNKNOWN = Value()
@@ -69,6 +76,8 @@ class Problem:
     keys: tuple[str, ...]
     message: str
     unplanned: bool = False
+    advice: str | None = None
+    """The fix where it is not a change of the plan."""
 
 
 @dataclass
@@ -79,19 +88,28 @@ class _Frame:
     returns: list[Value] = field(default_factory=list)
     torch_names: frozenset[str] = frozenset()
     """The names the module binds to torch's modules (``torch``, ``F``)."""
+    parameters: Mapping[str, Value] = field(default_factory=dict)
+    """The module's plain parameters, by attribute name."""
 
 
 class Flow:
     """One evaluation of a plan's modules; :attr:`problems` collects what it finds."""
 
     def __init__(self, api: TypeChecker, axis: str, planned: Mapping[str, Planned], strict: bool = False,
-                 plain: bool = True) -> None:
-        """``strict``: shards of differently written dims never match (:func:`accepts`); ``plain``: a torch
-        module without a style holds plain ``I`` parameters (False where another plan may give it one)."""
+                 plain: Callable[[str], bool] = lambda path: True, reduced: Mapping[str, int] | None = None) -> None:
+        """``strict``: shards of differently written dims never match (:func:`accepts`); ``plain``: whether a
+        sub-module (by path) without a style holds plain parameters (not where another plan may give it one);
+        ``reduced``: the sub-modules whose parameters' gradients are all-reduced by hand, with the line."""
         self.api, self.axis, self.planned, self.strict, self.plain = api, axis, planned, strict, plain
+        self.reduced = reduced or {}
         self.problems: list[Problem] = []
         self.reached: set[str] = set()
         self._depth = 0
+        self._keywords: Mapping[str, Value] = {}
+        """The keyword inputs of the ``self.X(...)`` call :meth:`call` evaluates (its signature is the
+        layouts' evaluator's too)."""
+        self._clashes: list[list[SpmdTypeError]] = []
+        """Per module run with plain parameters: the rules its parameters break."""
 
     # --- modules ---
 
@@ -103,26 +121,34 @@ class Flow:
         if found is None:
             return
         before = len(self.problems)
-        result = self.forward(node, _seeds(found[1], node, seeding))
+        styles = {path: planned.types for path, planned in seeding.items()}
+        seeds: dict[int | str, Value] = {
+            name: Value(type=type_) for name, type_ in seeded_inputs(self.api, found[1], node, styles).items()}
+        result = self.forward(node, seeds)
         if result.dtensor:
             del self.problems[before:]
             self.forward(node, {})
 
     def call(self, node: Node, args: list[Value], where: str, owner: Node) -> Value:
         """``self.X(*args)`` in ``owner.forward`` where ``self.X`` is ``node``."""
+        keywords, self._keywords = self._keywords, {}
         planned = self.planned.get(node.path)
         if planned is None:
-            return self._run(node, args, where, owner)
+            return self._run(node, args, where, owner, keywords)
         types = planned.types
         if types is None:
             return UNKNOWN
-        self._check_inputs(types, planned, args, where)
+        self._check_inputs(types, planned, args, where, keywords)
         if types.output is not None and types.returned is None:
             return _handed(types.output, planned.key)
         received = [_received(arg, handed, moved, planned.key) if handed is not None else arg
                     for arg, handed, moved in zip(args, [*types.received, *[None] * len(args)],
                                                   [*types.redistributed, *[False] * len(args)])]
-        result = self._run(node, received, where, owner)
+        prepared = types.keyword_inputs
+        received_keywords = {name: _received(value, prepared[name].received, prepared[name].redistributed,
+                                             planned.key) if name in prepared else value
+                             for name, value in keywords.items()}
+        result = self._run(node, received, where, owner, received_keywords)
         if types.returned is not None and types.output is not None:
             if result.type is not None and not result.dtensor and not accepts(types.returned, result.type,
                                                                                 self.strict):
@@ -130,18 +156,31 @@ class Flow:
             return _handed(types.output, planned.key)
         return result
 
-    def _run(self, node: Node, args: list[Value], where: str, owner: Node) -> Value:
+    def _run(self, node: Node, args: list[Value], where: str, owner: Node,
+             keywords: Mapping[str, Value] | None = None) -> Value:
+        """A sub-module whose style leaves its parameters alone (none, or ``PrepareModule*``) run on ``args``."""
         found = method(self.api, node.info, "forward") if node.info is not None else None
+        plain_type = Replicate if node.path in self.reduced else Invariant
         if found is not None:
-            return self.forward(node, dict(enumerate(args)))
+            names = user_parameters(self.api, node.info) if node.info is not None and self.plain(node.path) else None
+            parameters = {name: Value(type=plain_type, parameter=name) for name in names or ()}
+            self._clashes.append([])
+            try:
+                result = self.forward(node, _inputs(args, keywords or {}), parameters=parameters)
+            finally:
+                clashes = self._clashes.pop()
+            given = next((arg for arg in [*args, *(keywords or {}).values()] if arg.type is not None), None)
+            if clashes and given is not None:
+                self._unplanned(node, sorted(parameters), given, clashes[0], where)
+            return result
         form = next((BY_MODULE[base.fullname] for base in node.info.mro if base.fullname in BY_MODULE), None) \
             if node.info is not None else None
         if form is None or not args:
             return UNKNOWN
         if form.op is None:
             return args[0]
-        held = held_parameters(self.api, owner, node) if self.plain else {}
-        plain = {name: Value(type=Invariant) for name, exists in held.items() if exists}
+        held = held_parameters(self.api, owner, node) if self.plain(node.path) else {}
+        plain = {name: Value(type=plain_type) for name, exists in held.items() if exists}
         operands = [args[0] if operand == INPUT else plain.get(operand or "", UNKNOWN) for operand in form.operands]
         given, record = args[0], lookup(form.op)
         if plain and record is not None and not isinstance(record.rule, Variadic) and given.type is not None \
@@ -158,26 +197,40 @@ class Flow:
         """A module without a style, whose plain parameters meet a local input they cannot be used beside."""
         assert given.type is not None
         origin = f" from {_listed(given.sources)}" if given.sources else ""
-        held = " and ".join(parameters)
+        held, one = " and ".join(parameters), len(parameters) == 1
+        line = self.reduced.get(node.path)
+        if line is not None:  # R: a pending gradient the all-reduce completes, right for a shard only
+            self.problems.append(Problem(
+                (node.path, *sorted(given.sources)),
+                f'{where}: the {held} of "{node.path}" {"has its gradient" if one else "have their gradients"} '
+                f"all-reduced over {self.axis} by hand (line {line}), which makes {'it' if one else 'them'} "
+                f'{Replicate.on(self.axis)}, but "{node.path}" receives {given.type.on(self.axis)}{origin} (mesh axis '
+                f"{self.axis}); each rank already holds the whole gradient, which the all-reduce counts once per "
+                f"rank", unplanned=True,
+                advice=f'Fix: drop the all-reduce of the gradients of "{node.path}" (line {line}).'))
+            return
         reason = error.message.split(" Fix")[0].rstrip(".") if given.type.kind is not Kind.V else (
-            f"{'their gradients sum' if len(parameters) > 1 else 'its gradient sums'} this rank's part of the "
-            f"input only, and nothing reduces {'them' if len(parameters) > 1 else 'it'} across {self.axis}")
+            f"{'its gradient sums' if one else 'their gradients sum'} this rank's part of the "
+            f"input only, and nothing reduces {'it' if one else 'them'} across {self.axis}")
         self.problems.append(Problem(
             (node.path, *sorted(given.sources)),
-            f'{where}: "{node.path}" has no style, so its {held} {"is" if len(parameters) == 1 else "are"} a plain '
+            f'{where}: "{node.path}" has no style, so its {held} {"is" if one else "are"} a plain '
             f"{Invariant.on(self.axis)} tensor, but it receives {given.type.on(self.axis)}{origin} (mesh axis "
             f"{self.axis}); {reason}", unplanned=True))
 
-    def forward(self, node: Node, inputs: Mapping[int | str, Value]) -> Value:
-        """Run ``node``'s ``forward`` on ``inputs`` (by position, or by name for a seed)."""
-        found = method(self.api, node.info, "forward") if node.info is not None else None
+    def forward(self, node: Node, inputs: Mapping[int | str, Value], name: str = "forward",
+                parameters: Mapping[str, Value] | None = None) -> Value:
+        """Run ``node``'s ``forward`` (or its method ``name``) on ``inputs`` (by position, or by name for a seed
+        or a keyword), its ``self.X`` the module's plain ``parameters``."""
+        found = method(self.api, node.info, name) if node.info is not None else None
         if found is None or self._depth >= _DEPTH:
             return UNKNOWN
         self.reached.add(node.path)
         cls, function = found
-        names = [a.arg for a in [*function.args.posonlyargs, *function.args.args]][1:]
+        names = [a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]][1:]
         env = {name: inputs.get(index, inputs.get(name, UNKNOWN)) for index, name in enumerate(names)}
-        frame = _Frame(node, f"{cls.name}.forward", env, torch_names=torch_names(self.api, cls.module_name))
+        frame = _Frame(node, f"{cls.name}.{name}", env, torch_names=torch_names(self.api, cls.module_name),
+                       parameters=parameters or {})
         self._depth += 1
         try:
             self._block(function.body, frame)
@@ -185,8 +238,18 @@ class Flow:
             self._depth -= 1
         return _joined(frame.returns)
 
-    def _check_inputs(self, types: StyleTypes, planned: Planned, args: list[Value], where: str) -> None:
-        for needed, given in zip(types.inputs, args):
+    def _check_inputs(self, types: StyleTypes, planned: Planned, args: list[Value], where: str,
+                      keywords: Mapping[str, Value]) -> None:
+        count = types.positional_count
+        if count is not None and len(args) != count:
+            self.problems.append(Problem((planned.key,), (
+                f'{where} calls "{planned.key}": {planned.style} with {len(args)} positional inputs where its '
+                f"input_layouts name {count} (mesh axis {self.axis}); torch raises: module inputs and input_layouts "
+                "should have same length"), advice="Fix: give input_layouts one layout per positional input (None for "
+                "one left alone), and a keyword input's layout in input_kwarg_layouts."))
+        named = [(types.keyword_inputs[name].needed, value) for name, value in keywords.items()
+                 if name in types.keyword_inputs]
+        for needed, given in [*zip(types.inputs, args), *named]:
             if needed is not None and given.type is not None and not given.dtensor and not accepts(
                     needed, given.type, self.strict):
                 self._mismatch(planned, given, needed, where, "feeds")
@@ -238,7 +301,8 @@ class Flow:
         """Each body run from the same values; a name they leave different is unknown after them."""
         results = []
         for body in bodies:
-            branch = _Frame(frame.node, frame.where, dict(frame.env), frame.returns, frame.torch_names)
+            branch = _Frame(frame.node, frame.where, dict(frame.env), frame.returns, frame.torch_names,
+                            frame.parameters)
             self._block(body, branch)
             results.append(branch.env)
         names = set().union(*results)
@@ -265,6 +329,8 @@ class Flow:
         if isinstance(node, ast.Call):
             return self._call(node, frame)
         if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in frame.parameters:
+                return frame.parameters[node.attr]
             value = self.expr(node.value, frame)
             if node.attr == "shape":
                 self._local_shape(value, frame)
@@ -286,14 +352,16 @@ class Flow:
         if any(isinstance(a, ast.Starred) for a in node.args):
             return UNKNOWN
         args = [self.expr(a, frame) for a in node.args]
-        for keyword in node.keywords:
-            self.expr(keyword.value, frame)
+        keywords = {k.arg: self.expr(k.value, frame) for k in node.keywords if k.arg is not None}
         callee = node.func
         if not isinstance(callee, ast.Attribute):
             return UNKNOWN
         if isinstance(callee.value, ast.Name) and callee.value.id == "self":
             child = frame.node.children.get(callee.attr)
-            return self.call(child, args, frame.where, frame.node) if child is not None else UNKNOWN
+            if child is None:  # a method of the module's class, on its own parameters
+                return self.forward(frame.node, _inputs(args, keywords), callee.attr, frame.parameters)
+            self._keywords = keywords
+            return self.call(child, args, frame.where, frame.node)
         if _namespace(callee.value, frame):
             return self.op(callee.attr, args, frame.where)  # torch.cat(...), F.silu(...)
         receiver = self.expr(callee.value, frame)
@@ -335,7 +403,10 @@ class Flow:
         try:
             result = evaluate(rule, types, _word(name), self.axis, record.effect, record.bias is not None)
         except SpmdTypeError as error:
-            self._broken(error, local, where)
+            if self._clashes and any(v.parameter is not None for v in local):
+                self._clashes[-1].append(error)  # the module's missing style, reported by _run
+            else:
+                self._broken(error, local, where)
             return UNKNOWN
         if result is None:
             return UNKNOWN
@@ -361,41 +432,11 @@ class Flow:
         self.problems.append(Problem(tuple(keys), f"{where}: {described} break a rule: {reason}"))
 
 
-def _seeds(function: ast.FunctionDef, node: Node, planned: Mapping[str, Planned]) -> dict[int | str, Value]:
-    """Each input of ``node.forward`` handed directly to a planned sub-module, or through an unplanned torch
-    module that keeps its input's layout (``self.attention(self.attention_norm(x))``), as that sub-module
-    takes it (the first such call in the source)."""
-    names = {a.arg for a in [*function.args.posonlyargs, *function.args.args][1:]}
-    seeds: dict[int | str, Value] = {}
-    calls = sorted((c for c in ast.walk(function) if isinstance(c, ast.Call)), key=lambda c: (c.lineno, c.col_offset))
-    for call in calls:
-        child = _child(call, node)
-        entry = planned.get(child.path) if child is not None else None
-        if entry is None or entry.types is None:
-            continue
-        for arg, needed in zip(call.args, entry.types.inputs):
-            inner = _child(arg, node) if isinstance(arg, ast.Call) and len(arg.args) == 1 else None
-            if inner is not None and inner.path not in planned and _keeps_layout(inner):
-                assert isinstance(arg, ast.Call)
-                arg = arg.args[0]
-            if isinstance(arg, ast.Name) and arg.id in names and arg.id not in seeds and needed is not None:
-                seeds[arg.id] = Value(type=needed)
-    return seeds
-
-
-def _child(call: ast.expr, node: Node) -> Node | None:
-    """The sub-module ``self.X`` a call ``self.X(...)`` calls."""
-    callee = call.func if isinstance(call, ast.Call) else None
-    return node.children.get(callee.attr) if isinstance(callee, ast.Attribute) and isinstance(
-        callee.value, ast.Name) and callee.value.id == "self" else None
-
-
-def _keeps_layout(node: Node) -> bool:
-    """A torch module computing per element or per token (a norm, an activation, dropout): its output is laid
-    out as its input."""
-    form = next((BY_MODULE[base.fullname] for base in node.info.mro if base.fullname in BY_MODULE), None) \
-        if node.info is not None else None
-    return form is not None and form.op not in ("linear", "embedding", "softmax", "log_softmax", "softmin")
+def _inputs(args: list[Value], keywords: Mapping[str, Value]) -> dict[int | str, Value]:
+    """A call's inputs by position and by keyword."""
+    inputs: dict[int | str, Value] = dict(enumerate(args))
+    inputs.update(keywords)
+    return inputs
 
 
 def _received(arg: Value, handed: Handed, redistributed: bool, key: str) -> Value:

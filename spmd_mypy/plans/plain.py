@@ -7,7 +7,11 @@ whose gradient nothing reduces across the plan's axis: ``I`` there
 ``nn.Embedding``, ``nn.LayerNorm`` or ``nn.RMSNorm`` has its ``bias`` or
 ``weight`` is read from the constructor call in the owner's ``__init__``
 (``bias=False``, ``elementwise_affine=False``): a parameter whose flag is
-not a literal, or a module built elsewhere, is not known to exist.
+not a literal, or a module built elsewhere, is not known to exist.  A class
+of the user's (``RMSNorm`` with ``self.weight = nn.Parameter(torch.ones(dim))``)
+holds the parameters its methods assign ``self.X = nn.Parameter(...)``, where
+those are all it can hold: its bases are its own classes and ``nn.Module``,
+and no method registers one otherwise (``register_parameter``, ``setattr``).
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import ast
 from typing import Mapping
 
 from mypy.checker import TypeChecker
+from mypy.nodes import TypeInfo
 
-from spmd_mypy.plans.tree import Node, construction
+from spmd_mypy.plans.tree import Node, class_def, construction, torch_names
 
 _FLAGS: Mapping[str, Mapping[str, tuple[tuple[str, int], ...]]] = {
     "torch.nn.modules.linear.Linear": {"weight": (), "bias": (("bias", 2),)},
@@ -51,3 +56,46 @@ def _held(call: ast.Call | None, dropped_by: tuple[tuple[str, int], ...]) -> boo
         if not given[0].value:
             return False
     return True
+
+
+_ONLY_TORCH_BASES = frozenset({"torch.nn.modules.module.Module", "builtins.object"})
+_REGISTERING = frozenset({"register_parameter", "setattr", "__setattr__", "register_module", "add_module",
+                          "_parameters"})
+"""Names through which a class may hold parameters its ``self.X = nn.Parameter(...)`` do not show."""
+
+
+def user_parameters(api: TypeChecker, info: TypeInfo) -> frozenset[str] | None:
+    """The parameters of a module of the user's class ``info``; None where they are not all visible."""
+    found: set[str] = set()
+    for base in info.mro:
+        if base.fullname in _ONLY_TORCH_BASES:
+            continue
+        cls = class_def(api, base) if not base.fullname.startswith("torch.") else None
+        if cls is None:
+            return None
+        torch = torch_names(api, base.module_name)
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.Name, ast.Attribute)) and (node.id if isinstance(node, ast.Name)
+                                                               else node.attr) in _REGISTERING:
+                return None
+            if isinstance(node, ast.Assign) and _is_parameter(node.value, torch):
+                targets = [t for t in node.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                           and t.value.id == "self"]
+                if len(targets) != len(node.targets):
+                    return None
+                found.update(t.attr for t in targets)
+    return frozenset(found)
+
+
+def _is_parameter(value: ast.expr, torch: frozenset[str]) -> bool:
+    """``nn.Parameter(...)``, ``torch.nn.Parameter(...)``, ``Parameter(...)`` imported from torch."""
+    if not isinstance(value, ast.Call):
+        return False
+    callee = value.func
+    if isinstance(callee, ast.Name):
+        return callee.id == "Parameter" and callee.id in torch
+    root = callee
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(callee, ast.Attribute) and callee.attr == "Parameter" and isinstance(root, ast.Name) \
+        and root.id in torch

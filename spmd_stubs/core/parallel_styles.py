@@ -9,14 +9,17 @@ gradient equal to the placement ([dtensor.md](../../docs/dtensor.md)):
 ``Replicate()`` is ``I`` (its gradient is the whole gradient on every rank:
 ``from_local``'s backward all-reduces a pending one), ``Shard(d)`` is
 ``S(d)``, ``Partial()`` is ``P``.  :func:`style_types` gives, for one style
-and its options, the local types its module takes and hands on; a DTensor
-input is taken as it is (DTensor redistributes it correctly), so only local
-tensors are judged.
+and its options, the local types its module takes (by position, and by
+keyword where ``input_kwarg_layouts`` names one) and hands on;
+``PrepareModuleInputOutput`` is ``PrepareModuleInput`` (its
+``use_local_input`` the latter's ``use_local_output``) then
+``PrepareModuleOutput``, as torch builds it.  A DTensor input is taken as it
+is (DTensor redistributes it correctly), so only local tensors are judged.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Union
 
 from spmd_stubs.core.axis_types import AxisType, Invariant, Kind, Partial, Shard
@@ -67,8 +70,31 @@ class Handed:
         return f"a DTensor {self.placement}" if self.dtensor else self.type.on(axis)
 
 
-Option = Union[Placement, None, bool, int, tuple[Union[Placement, None], ...]]
-"""An option's literal value: a placement, a tuple of them (``None`` for an input left alone), a flag or a dim."""
+@dataclass(frozen=True)
+class KeywordLayouts:
+    """A ``{"hidden_states": Shard(1)}`` option: a placement per keyword input, in the order written."""
+
+    items: tuple[tuple[str, Placement], ...]
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(f'"{name}": {placement}' for name, placement in self.items) + "}"
+
+
+Option = Union[Placement, None, bool, int, tuple[Union[Placement, None], ...], KeywordLayouts]
+"""An option's literal value: a placement, a tuple of them (``None`` for an input left alone), a flag, a dim
+or the layouts of keyword inputs."""
+
+
+@dataclass(frozen=True)
+class KeywordInput:
+    """What ``PrepareModuleInput`` does to one keyword input its ``input_kwarg_layouts`` names."""
+
+    needed: AxisType
+    """The local type a caller must pass."""
+    received: Handed
+    """What the module's own ``forward`` receives."""
+    redistributed: bool
+    """Whether a DTensor passed is redistributed (a desired layout is given and differs)."""
 
 
 @dataclass(frozen=True)
@@ -88,19 +114,38 @@ class StyleTypes:
     """What the next code gets; ``None``: what the module's own ``forward`` returns."""
     returned: AxisType | None = None
     """The local type the module's own ``forward`` must return (``PrepareModuleOutput``)."""
+    keyword_inputs: Mapping[str, KeywordInput] = field(default_factory=dict)
+    """Per keyword input ``input_kwarg_layouts`` names: what a caller passes and ``forward`` receives; any
+    other keyword input is passed on as it is."""
+    positional_count: int | None = None
+    """How many positional inputs the module must be called with (``PrepareModuleInput`` with
+    ``input_layouts``: torch raises for another count); None: any."""
 
 
-STYLES = ("ColwiseParallel", "RowwiseParallel", "SequenceParallel", "PrepareModuleInput", "PrepareModuleOutput")
+STYLES = ("ColwiseParallel", "RowwiseParallel", "SequenceParallel", "PrepareModuleInput", "PrepareModuleOutput",
+          "PrepareModuleInputOutput")
 """The styles modelled, by class name (``torch.distributed.tensor.parallel.style``)."""
+
+_INPUTS = ("input_layouts", "desired_input_layouts", "input_kwarg_layouts", "desired_input_kwarg_layouts")
+_OUTPUTS = ("output_layouts", "desired_output_layouts")
 
 OPTIONS: Mapping[str, tuple[str, ...]] = {
     "ColwiseParallel": ("input_layouts", "output_layouts", "use_local_output"),
     "RowwiseParallel": ("input_layouts", "output_layouts", "use_local_output"),
     "SequenceParallel": ("sequence_dim", "use_local_output"),
-    "PrepareModuleInput": ("input_layouts", "desired_input_layouts", "use_local_output"),
-    "PrepareModuleOutput": ("output_layouts", "desired_output_layouts", "use_local_output"),
+    "PrepareModuleInput": (*_INPUTS, "use_local_output"),
+    "PrepareModuleOutput": (*_OUTPUTS, "use_local_output"),
+    "PrepareModuleInputOutput": (*_INPUTS, "use_local_input", *_OUTPUTS, "use_local_output"),
 }
-"""Each style's keyword options that decide types (``input_kwarg_layouts`` is not modelled)."""
+"""Each style's keyword options: all of torch's."""
+
+FLAGS: Mapping[str, Mapping[str, bool]] = {
+    style: {flag: flag == "use_local_output" and style not in ("SequenceParallel", "PrepareModuleInput")
+            for flag in ("use_local_input", "use_local_output") if flag in options}
+    for style, options in OPTIONS.items()
+}
+"""Each style's ``use_local_*`` flags and their defaults: the input side hands on DTensors, the output side
+local tensors, ``SequenceParallel`` a DTensor."""
 
 
 def style_types(style: str, options: Mapping[str, Option], module: str) -> StyleTypes:
@@ -110,9 +155,10 @@ def style_types(style: str, options: Mapping[str, Option], module: str) -> Style
     unknown = set(options) - set(OPTIONS.get(style, ()))
     if style not in OPTIONS or unknown:
         raise ValueError(f"{style} with {sorted(unknown)} is not modelled")
-    local = options.get("use_local_output", style not in ("SequenceParallel", "PrepareModuleInput"))
-    if not isinstance(local, bool):
-        raise ValueError("use_local_output must be a literal bool")
+    flags = {flag: options.get(flag, default) for flag, default in FLAGS[style].items()}
+    if not all(isinstance(value, bool) for value in flags.values()):
+        raise ValueError("use_local_input and use_local_output must be literal bools")
+    local = bool(flags["use_local_output"])
     if style in ("ColwiseParallel", "RowwiseParallel"):
         return _linear_style(style == "ColwiseParallel", options, module, local)
     if style == "SequenceParallel":
@@ -123,16 +169,42 @@ def style_types(style: str, options: Mapping[str, Option], module: str) -> Style
         return StyleTypes((on_sequence.local_type,), parameters={"weight": Invariant, "bias": Invariant},
                           output=Handed(on_sequence, not local))
     if style == "PrepareModuleInput":
-        given, desired = _layouts(options, "input_layouts"), _layouts(options, "desired_input_layouts")
-        if given != (None,) and len(given) != len(desired) or given != (None,) and desired == (None,):
-            raise ValueError("torch asserts desired_input_layouts of input_layouts' length")
-        return StyleTypes(
-            tuple(p.local_type if p is not None else None for p in given),
-            received=tuple(None if p is None else Handed(d or p, not local) for p, d in zip(given, desired)),
-            redistributed=tuple(d is not None and p != d for p, d in zip(given, desired)),
-        )
+        return _prepared_inputs(options, local)
+    if style == "PrepareModuleOutput":
+        return _prepared_output(options, local)
+    inputs = _prepared_inputs(options, bool(flags["use_local_input"]))
+    output = _prepared_output(options, local)
+    return replace(inputs, returned=output.returned, output=output.output)
+
+
+def _prepared_inputs(options: Mapping[str, Option], local: bool) -> StyleTypes:
+    """``PrepareModuleInput``: each declared input converted with ``from_local`` (a DTensor kept), then
+    redistributed to its desired layout, then (``local``) ``to_local()``."""
+    given, desired = _layouts(options, "input_layouts"), _layouts(options, "desired_input_layouts")
+    if given != (None,) and len(given) != len(desired) or given != (None,) and desired == (None,):
+        raise ValueError("torch asserts desired_input_layouts of input_layouts' length")
+    keyword_given = _keyword_layouts(options, "input_kwarg_layouts")
+    keyword_desired = _keyword_layouts(options, "desired_input_kwarg_layouts")
+    if keyword_given is not None and len(keyword_given) != len(keyword_desired or {}):
+        raise ValueError("torch asserts desired_input_kwarg_layouts of input_kwarg_layouts' length")
+    keyword_inputs = {
+        name: KeywordInput(placement.local_type, Handed((keyword_desired or {}).get(name) or placement, not local),
+                           (keyword_desired or {}).get(name) not in (None, placement))
+        for name, placement in (keyword_given or {}).items()}
+    return StyleTypes(
+        tuple(p.local_type if p is not None else None for p in given),
+        received=tuple(None if p is None else Handed(d or p, not local) for p, d in zip(given, desired)),
+        redistributed=tuple(d is not None and p != d for p, d in zip(given, desired)),
+        keyword_inputs=keyword_inputs,
+        positional_count=len(given) if options.get("input_layouts") is not None else None,
+    )
+
+
+def _prepared_output(options: Mapping[str, Option], local: bool) -> StyleTypes:
+    """``PrepareModuleOutput``: the ``forward``'s one output converted from ``output_layouts``, redistributed
+    to ``desired_output_layouts``, then (``local``) ``to_local()``."""
     produced, wanted = _layouts(options, "output_layouts"), _layouts(options, "desired_output_layouts")
-    if len(produced) != 1 or produced[0] is None or wanted[0] is None:
+    if len(produced) != 1 or produced[0] is None or wanted[0] is None or len(wanted) != 1:
         raise ValueError("only a module of one output is modelled")
     return StyleTypes((), returned=produced[0].local_type, output=Handed(wanted[0], not local))
 
@@ -166,6 +238,13 @@ def _layouts(options: Mapping[str, Option], name: str) -> tuple[Placement | None
     if isinstance(value, tuple) and all(p is None or isinstance(p, Placement) for p in value):
         return value
     raise ValueError(f"{name} must be a placement or a tuple of them")
+
+
+def _keyword_layouts(options: Mapping[str, Option], name: str) -> dict[str, Placement] | None:
+    value = options.get(name)
+    if value is None or isinstance(value, KeywordLayouts):
+        return dict(value.items) if value is not None else None
+    raise ValueError(f"{name} must be a dict of placements")
 
 
 def accepts(needed: AxisType, given: AxisType, strict: bool = False) -> bool:

@@ -1,15 +1,17 @@
 """Every ``spmd-plan`` fix, applied to its case file, gives a plan the checker passes.
 
-The fix names one plan entry and its new style (or, for a key that names no
-sub-module, the key to write), or an entry to add (on the plan's first line);
-each case file gets its fixes written into a copy, and one mypy run checks
-the copies.  Whether a fixed plan is a correct
-program in torch's semantics is what the checker's model of the styles says
-(tests/test_parallel_styles.py pins that model to torch's ``style.py``).
+With ``show_fixes``, each fix of a plan diagnostic comes as an edit (an
+entry's style replaced, or an entry added to the plan's dict display); a key
+that names no sub-module gets the key to write.  Each case file of the plans
+group gets its fixes written into a copy, and one mypy run checks the copies.
+Whether a fixed plan is a correct program in torch's semantics is what the
+checker's model of the styles says (tests/test_parallel_styles.py pins that
+model to torch's ``style.py``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -18,44 +20,54 @@ from tests.plugin.conftest import MypyRuns
 from tests.plugin.harness import CASES, config_text, parse_output, run_mypy
 
 PLANS = CASES / "plans"
-_FIX = re.compile(r'Fix \(needs your choice\): (?P<add>add )?"(?P<key>[^"]+)"(?:: (?P<style>.+))?\.$')
-_ENTRY = re.compile(r'^(?P<indent>\s*)"(?P<key>[^"]+)": (?P<style>.+?),(?P<comment>\s*#.*)?$')
+_EDIT = re.compile(r"Fix as an edit: (?P<edit>\{.*\})$")
+_KEY = re.compile(r'names no sub-module .* Fix \(needs your choice\): "(?P<key>[^"]+)"\.')
 
 
-def _fixed(line: str, key: str, style: str | None) -> str:
-    """``line``, a one-line plan entry, with the fix applied and its expectation dropped."""
-    entry = _ENTRY.match(line)
-    assert entry is not None, f"not a one-line plan entry: {line!r}"
-    return f'{entry["indent"]}"{key}": {style if style is not None else entry["style"]},'
+def _edited(text: str, edits: list[dict[str, object]]) -> str:
+    """``text`` with ``edits`` applied (bottom up, so earlier places stay put) and their imports added."""
+    lines = text.splitlines(keepends=True)
+    starts = [sum(len(line) for line in lines[:number]) for number in range(len(lines) + 1)]
+    unique = {json.dumps(edit, sort_keys=True): edit for edit in edits}.values()
+    for edit in sorted(unique, key=lambda e: (e["line"], e["column"]), reverse=True):
+        begin = starts[int(str(edit["line"])) - 1] + int(str(edit["column"]))
+        end = starts[int(str(edit["end_line"])) - 1] + int(str(edit["end_column"]))
+        text = text[:begin] + str(edit["replacement"]) + text[end:]
+    imports = dict.fromkeys(str(i) for edit in unique for i in edit["imports"])  # type: ignore[attr-defined]
+    first = re.search(r"^(from|import) ", text, re.MULTILINE)
+    at = first.start() if first is not None else 0
+    return text[:at] + "".join(f"{line}\n" for line in imports) + text[at:]
 
 
-def test_every_plan_fix_makes_the_plan_pass(mypy_runs: MypyRuns, tmp_path: Path) -> None:
+def test_every_plan_fix_applied_as_its_edit_makes_the_plan_pass(mypy_runs: MypyRuns, tmp_path: Path) -> None:
+    """The plans group runs with ``show_fixes`` (its ``_extra.ini``): each diagnostic carries its edit."""
     copies = tmp_path / "plugin" / "cases" / "plans"
     copies.mkdir(parents=True)
-    shutil.copy(PLANS / "_llama.py", copies / "_llama.py")
+    for module in PLANS.glob("_*.py"):
+        shutil.copy(module, copies / module.name)
     fixed_files = []
     for case in sorted(PLANS.glob("[!_]*.py")):
-        lines = case.read_text().splitlines()
-        fixes = [(d.line, _FIX.search(d.message)) for d in mypy_runs.diagnostics(case) if d.code == "spmd-plan"]
-        for number, fix in fixes:
-            assert fix is not None, f"{case.name}:{number}: no fix that names an entry"
-            if not fix["add"]:
-                lines[number - 1] = _fixed(lines[number - 1], fix["key"], fix["style"])
-        for number, fix in sorted(fixes, key=lambda found: -found[0]):  # bottom up: line numbers stay
-            if fix is not None and fix["add"]:
-                lines[number - 1] = lines[number - 1].split("  # E:")[0]
-                indent = re.match(r"\s*", lines[number])
-                assert indent is not None and fix["style"], lines[number]
-                lines.insert(number, f'{indent.group()}"{fix["key"]}": {fix["style"]},')
-        if fixes:
-            (copies / case.name).write_text("\n".join(lines) + "\n")
+        text, edits = case.read_text(), []
+        for diagnostic in mypy_runs.diagnostics(case):
+            assert diagnostic.code == "spmd-plan", f"{case.name}:{diagnostic.line}: {diagnostic.message}"
+            edit, key = _EDIT.search(diagnostic.message), _KEY.search(diagnostic.message)
+            if key is not None:  # the key as written replaced by the one the fix names
+                line = text.splitlines()[diagnostic.line - 1]
+                written = re.search(r'"([^"]+)"', line)
+                assert written is not None, line
+                text = text.replace(line, line.replace(written.group(), f'"{key["key"]}"', 1), 1)
+                continue
+            assert edit is not None, f"{case.name}:{diagnostic.line}: no fix as an edit: {diagnostic.message}"
+            assert "Fix: " in diagnostic.message, f"{case.name}:{diagnostic.line}: a checked fix labelled a choice"
+            edits.append(json.loads(edit["edit"]))
+        if text != case.read_text() or edits:
+            (copies / case.name).write_text(_edited(text, edits))
             fixed_files.append(copies / case.name)
-    assert len(fixed_files) >= 8, fixed_files
+    assert len(fixed_files) >= 12, fixed_files
     config = tmp_path / "mypy.ini"
     config.write_text(config_text())
     output = run_mypy(fixed_files, config, tmp_path / "cache", tmp_path, flags=["--explicit-package-bases"])
-    found = parse_output(output, tmp_path)
-    assert not any(found.values()), output
+    assert not any(parse_output(output, tmp_path).values()), output
 
 
 _BLOCK = '''\

@@ -125,6 +125,7 @@ def test_prepare_module_input_output_prepares_the_inputs_then_the_output() -> No
     ("PrepareModuleInput", {"input_layouts": (shard(1),)}, "other"),  # torch asserts the desired layouts
     ("PrepareModuleInput", {"input_layouts": (shard(1), None), "desired_input_layouts": (REPLICATE,)}, "other"),
     ("SequenceParallel", {"use_local_output": 1}, "other"),
+    ("SequenceParallel", {}, "composite"),  # what its sub-modules make of the shard is not followed
     ("PrepareModuleInputOutput", {}, "other"),  # torch requires the output layouts
     ("PrepareModuleInputOutput", {"output_layouts": REPLICATE, "desired_output_layouts": REPLICATE,
                                   "use_local_input": None}, "other"),

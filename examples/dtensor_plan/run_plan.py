@@ -39,6 +39,7 @@ SEED = 0
 TOLERANCE = 1e-12  # float64 throughout: the parallel sums differ from the reference's in the last bits only
 
 Plan = Callable[[TransformerBlock, DeviceMesh], None]
+AfterBackward = Callable[[TransformerBlock, DeviceMesh], None]
 Results = dict[str, torch.Tensor]
 
 
@@ -65,8 +66,9 @@ def reference() -> Results:
     return {"output": out.detach(), "input grad": x.grad} | _param_grads(block)
 
 
-def parallel(tp_mesh: DeviceMesh, plan: Plan = apply_tp) -> Results:
-    """The same as :func:`reference`, computed by the block sharded by ``plan`` over ``tp_mesh``."""
+def parallel(tp_mesh: DeviceMesh, plan: Plan = apply_tp, after_backward: AfterBackward | None = None) -> Results:
+    """The same as :func:`reference`, computed by the block sharded by ``plan`` over ``tp_mesh`` (and
+    ``after_backward`` run on it, as a training step would before reading the gradients)."""
     block = make_block()
     plan(block, tp_mesh)
     x, grad_out = make_batch()
@@ -74,6 +76,8 @@ def parallel(tp_mesh: DeviceMesh, plan: Plan = apply_tp) -> Results:
     my_x = x.chunk(size, dim=1)[rank].requires_grad_()
     my_out = block(my_x)
     my_out.backward(grad_out.chunk(size, dim=1)[rank])
+    if after_backward is not None:
+        after_backward(block, tp_mesh)
     assert my_x.grad is not None
     # The block takes and returns this rank's piece of the sequence: S(1)@tp.
     whole = {
@@ -102,10 +106,10 @@ def differences(got: Results, expected: Results) -> dict[str, float]:
     }
 
 
-def run_rank(plan: Plan = apply_tp) -> dict[str, float]:
+def run_rank(plan: Plan = apply_tp, after_backward: AfterBackward | None = None) -> dict[str, float]:
     """On a joined gloo world: the plan's differences from the reference."""
     tp_mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("tp",))
-    return differences(parallel(tp_mesh, plan), reference())
+    return differences(parallel(tp_mesh, plan, after_backward), reference())
 
 
 def _worker(rank: int, port: int, results: "mp.Queue[dict[str, float]]") -> None:

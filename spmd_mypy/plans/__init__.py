@@ -56,7 +56,7 @@ from spmd_mypy.fullnames import MODULE
 from spmd_mypy.inference import type_of
 from spmd_mypy.plans import tree
 from spmd_mypy.plans.assembled import Entry, read_plan
-from spmd_mypy.plans.boundaries import report_boundaries
+from spmd_mypy.plans.boundaries import report_boundaries, report_unmodelled
 from spmd_mypy.plans.by_hand import reduced_by_hand
 from spmd_mypy.plans.check import report_problems
 from spmd_mypy.plans.literal import Scope
@@ -84,6 +84,8 @@ def plan_hook(ctx: FunctionContext) -> Type:
     unmatched = [entry for entry in read.entries if not tree.matches(root, entry.key)]
     for entry in unmatched:
         _no_module(api, entry, root, info, axis)
+    if state_of(api).settings.strict:
+        report_unmodelled(api, read, root, axis)
     if not unmatched:  # else torch raises before anything runs
         body = function.body if function is not None else Block(api.tree.defs)
         reduced = reduced_by_hand(body, ctx.context, module[0], mesh[0]) if mesh else {}

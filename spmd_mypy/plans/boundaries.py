@@ -2,8 +2,10 @@
 
 Each part of a plan not read (:mod:`.assembled`: a style with an option that
 is not a literal, a style the checker does not model, a change of the plan it
-cannot follow) and a planned module whose class is not known is
-``spmd-untyped-boundary``, naming it and why: what it decides is not checked.
+cannot follow), a style read but not modelled on the module its key names
+(``SequenceParallel`` on a module holding sub-modules), and a planned module
+whose class is not known is ``spmd-untyped-boundary``, naming it and why:
+what it decides is not checked.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from mypy.checker import TypeChecker
 from mypy.nodes import Expression
 
 from spmd_mypy import errorcodes, report
+from spmd_mypy.plans import tree
 from spmd_mypy.plans.assembled import Plan
+from spmd_stubs.core.parallel_styles import style_types
 
 
 def report_boundaries(api: TypeChecker, read: Plan, unknown_module: Expression | None, axis: str) -> None:
@@ -33,3 +37,20 @@ def report_boundaries(api: TypeChecker, read: Plan, unknown_module: Expression |
         report.fail(api, unknown_module, f"the class of the planned module `{report.snippet(api, unknown_module)}` "
                     f"is not known, so the plan on mesh axis {axis} is not checked. Fix: annotate it with its "
                     "module class.", errorcodes.UNTYPED_BOUNDARY)
+
+
+def report_unmodelled(api: TypeChecker, read: Plan, root: tree.Node, axis: str) -> None:
+    """Each entry whose style is read but not modelled on a module its key names."""
+    for entry in read.entries:
+        style = entry.style
+        if style is None:
+            continue
+        for node in tree.matches(root, entry.key):
+            try:
+                style_types(style.name, dict(style.options), node.kind)
+            except ValueError as why:
+                report.fail(api, entry.node, f'the style of plan entry "{entry.key}", {style}, is not modelled '
+                            f"on {node.info.name if node.info else node.path}: {why}, so the layouts it gives on "
+                            f"mesh axis {axis} are not checked. Fix: a style the checker models there.",
+                            errorcodes.UNTYPED_BOUNDARY)
+                break

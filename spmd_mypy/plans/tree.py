@@ -38,10 +38,13 @@ class Node:
 
     @property
     def kind(self) -> str:
-        """What torch's Colwise/RowwiseParallel see: ``linear``, ``embedding`` or ``other``."""
+        """What the styles see: ``linear``, ``embedding`` (torch's Colwise/RowwiseParallel take those),
+        ``composite`` (a module holding sub-modules) or ``other``."""
         if self.info is not None and self.info.has_base(LINEAR):
             return "linear"
-        return "embedding" if self.info is not None and self.info.has_base(EMBEDDING) else "other"
+        if self.info is not None and self.info.has_base(EMBEDDING):
+            return "embedding"
+        return "composite" if self.children else "other"
 
     def walk(self) -> list[Node]:
         return [self, *(node for child in self.children.values() for node in child.walk())]

@@ -150,7 +150,7 @@ local tensors, ``SequenceParallel`` a DTensor."""
 
 def style_types(style: str, options: Mapping[str, Option], module: str) -> StyleTypes:
     """The types of ``style(**options)`` applied to a module of kind ``module`` (``"linear"``,
-    ``"embedding"`` or ``"other"``).  Raises ``ValueError`` for a style, option or module kind torch
+    ``"embedding"``, ``"composite"``: one holding sub-modules, or ``"other"``).  Raises ``ValueError`` for a style, option or module kind torch
     refuses or that is not modelled."""
     unknown = set(options) - set(OPTIONS.get(style, ()))
     if style not in OPTIONS or unknown:
@@ -162,6 +162,8 @@ def style_types(style: str, options: Mapping[str, Option], module: str) -> Style
     if style in ("ColwiseParallel", "RowwiseParallel"):
         return _linear_style(style == "ColwiseParallel", options, module, local)
     if style == "SequenceParallel":
+        if module == "composite":  # its output is what its sub-modules make of the shard, not followed
+            raise ValueError("SequenceParallel is modelled on a module without sub-modules (a norm, dropout)")
         dim = options.get("sequence_dim", 1)
         if not isinstance(dim, int) or isinstance(dim, bool):
             raise ValueError("sequence_dim must be a literal int")

@@ -9,7 +9,14 @@ One gloo world runs two plans on a 4-rank ``tp`` mesh (``run_plan.run_rank``):
   and its output is right, but the norm's weight stays a plain tensor whose
   gradient holds only this rank's tokens' part (the sequence-parallel norm
   bug, ``spmd-plan`` whose fix adds the entry back): the comparison must
-  report that gradient, and only it.
+  report that gradient, and only it;
+* ``ffn_norm`` left out with its gradient all-reduced over tp by hand after
+  ``backward`` (read as right: its weight ``R@tp``): everything matches;
+* the feed-forward planned as torchtitan plans its MoE layer
+  (``PrepareModuleInputOutput``: the sequence shard gathered into a local
+  whole, ``w2``'s pending sum reduce-scattered back): everything matches;
+  with ``w2`` all-reducing already (``spmd-plan``: it returns ``I@tp`` where
+  ``P@tp`` is declared) the output is wrong.
 
 ``run_plan.py`` is also run as a user would.
 """
@@ -22,9 +29,16 @@ from pathlib import Path
 from unittest import mock
 
 import torch
+import torch.distributed as dist
 from spmd_world import gloo_tests
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor.parallel import parallelize_module
+from torch.distributed.tensor import Partial, Replicate, Shard
+from torch.distributed.tensor.parallel import (
+    ParallelStyle,
+    PrepareModuleInputOutput,
+    RowwiseParallel,
+    parallelize_module,
+)
 
 PLAN_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dtensor_plan"
 sys.path.insert(0, str(PLAN_EXAMPLE))
@@ -46,18 +60,38 @@ def _different(differences: dict[str, float]) -> dict[str, float]:
     return {name: error for name, error in differences.items() if error > run_plan.TOLERANCE}
 
 
-def _apply_tp_without(entry: str) -> run_plan.Plan:
-    """``tp_plan.apply_tp`` with ``entry`` left out of its plan."""
+def _apply_tp_with(changes: dict[str, ParallelStyle | None]) -> run_plan.Plan:
+    """``tp_plan.apply_tp`` with the entries ``changes`` names given its style (None: left out of the plan)."""
 
     def apply(block: TransformerBlock, tp_mesh: DeviceMesh) -> None:
-        def parallelize_without(module: torch.nn.Module, mesh: DeviceMesh, plan: dict[str, object]) -> None:
-            assert entry in plan, f"{entry} is not in apply_tp's plan"
-            parallelize_module(module, mesh, {k: v for k, v in plan.items() if k != entry})
+        def parallelize_changed(module: torch.nn.Module, mesh: DeviceMesh, plan: dict[str, ParallelStyle]) -> None:
+            assert changes.keys() <= plan.keys(), f"{sorted(changes)} are not all in apply_tp's plan"
+            changed = {key: changes.get(key, style) for key, style in plan.items()}
+            parallelize_module(module, mesh, {key: style for key, style in changed.items() if style is not None})
 
-        with mock.patch.object(tp_plan, "parallelize_module", parallelize_without):
+        with mock.patch.object(tp_plan, "parallelize_module", parallelize_changed):
             tp_plan.apply_tp(block, tp_mesh)
 
     return apply
+
+
+def _apply_tp_without(entry: str) -> run_plan.Plan:
+    return _apply_tp_with({entry: None})
+
+
+def _all_reduce_ffn_norm_gradients(block: TransformerBlock, tp_mesh: DeviceMesh) -> None:
+    for p in block.ffn_norm.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad, group=tp_mesh.get_group())
+
+
+def _feed_forward_as_a_moe_layer(w2: ParallelStyle) -> run_plan.Plan:
+    return _apply_tp_with({
+        "feed_forward": PrepareModuleInputOutput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_input=True,
+            output_layouts=(Partial(),), desired_output_layouts=(Shard(1),)),
+        "feed_forward.w2": w2,
+    })
 
 
 def plan_matches_reference(mesh: DeviceMesh) -> None:
@@ -75,10 +109,29 @@ def plan_without_attention_norm_gets_its_gradient_wrong(mesh: DeviceMesh) -> Non
     assert different.keys() == {"attention_norm.weight grad"}, f"different from the reference: {different}"
 
 
+def ffn_norm_gradient_all_reduced_by_hand_matches_reference(mesh: DeviceMesh) -> None:
+    different = _different(run_plan.run_rank(_apply_tp_without("ffn_norm"), _all_reduce_ffn_norm_gradients))
+    assert different == {}, f"different from the reference: {different}"
+
+
+def feed_forward_prepared_as_a_moe_layer_matches_reference(mesh: DeviceMesh) -> None:
+    different = _different(run_plan.run_rank(_feed_forward_as_a_moe_layer(RowwiseParallel(output_layouts=Partial()))))
+    assert different == {}, f"different from the reference: {different}"
+
+
+def feed_forward_all_reduced_before_its_reduce_scatter_gets_the_output_wrong(mesh: DeviceMesh) -> None:
+    different = _different(run_plan.run_rank(_feed_forward_as_a_moe_layer(RowwiseParallel())))
+    assert "output" in different, f"different from the reference: {different}"
+
+
 CHECKS = {
     "plan_matches_reference": plan_matches_reference,
     "plan_without_ffn_norm_gets_its_gradient_wrong": plan_without_ffn_norm_gets_its_gradient_wrong,
     "plan_without_attention_norm_gets_its_gradient_wrong": plan_without_attention_norm_gets_its_gradient_wrong,
+    "ffn_norm_gradient_all_reduced_by_hand_matches_reference": ffn_norm_gradient_all_reduced_by_hand_matches_reference,
+    "feed_forward_prepared_as_a_moe_layer_matches_reference": feed_forward_prepared_as_a_moe_layer_matches_reference,
+    "feed_forward_all_reduced_before_its_reduce_scatter_gets_the_output_wrong":
+        feed_forward_all_reduced_before_its_reduce_scatter_gets_the_output_wrong,
 }
 
 

@@ -102,3 +102,11 @@ def each_block_of_a_known_class(model: Transformer, tp_mesh: DeviceMesh) -> None
             "feed_forward.w[13]": ColwiseParallel(),
             "feed_forward.w2": RowwiseParallel(),
         })
+
+
+def sequence_parallel_on_a_module_of_modules(block: TransformerBlock, tp_mesh: DeviceMesh) -> None:
+    parallelize_module(block, tp_mesh, {
+        "attention.w[qkv]": ColwiseParallel(),
+        "attention.wo": RowwiseParallel(),
+        "feed_forward": SequenceParallel(),  # E: spmd-untyped-boundary the style of plan entry "feed_forward", SequenceParallel(), is not modelled on FeedForward: SequenceParallel is modelled on a module without sub-modules (a norm, dropout)
+    })

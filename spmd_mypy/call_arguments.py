@@ -41,12 +41,24 @@ def arguments(ctx: FunctionContext) -> dict[str, Argument]:
     }
 
 
+_REDUCE_OPS = ("ReduceOp", "RedOpType")
+"""torch.distributed's classes whose members name a reduction (``ReduceOp.SUM``, ``ReduceOp.RedOpType.SUM``)."""
+
+
 def sums(op: Argument | None) -> bool:
-    """Whether a torch.distributed collective's ``op=`` argument is the default sum (``ReduceOp.SUM``,
-    or ``"sum"`` for the functional collectives), the only reduction whose transitions (and backward)
-    the table has for these calls."""
-    return op is None or (isinstance(op[0], MemberExpr) and op[0].name == "SUM") or (
-        isinstance(op[0], StrExpr) and op[0].value == "sum")
+    """Whether a torch.distributed collective's ``op=`` argument is the default sum, the only reduction whose
+    transitions (and backward) the table has for these calls: left out, ``ReduceOp.SUM``, or a string the
+    functional collectives lower-case to ``"sum"`` (``"sum"``, ``ReduceOp.SUM.name``, which is ``"SUM"``).
+    Anything else, a variable holding a sum included, is not read as one."""
+    if op is None:
+        return True
+    expr = op[0]
+    if isinstance(expr, StrExpr):
+        return expr.value.lower() == "sum"
+    if isinstance(expr, MemberExpr) and expr.name == "name":  # the member's name: the functional collectives' string
+        expr = expr.expr
+    return (isinstance(expr, MemberExpr) and expr.name == "SUM" and isinstance(expr.expr, RefExpr)
+            and isinstance(expr.expr.node, TypeInfo) and expr.expr.node.name in _REDUCE_OPS)
 
 
 def int_value(expr: Expression) -> int | None:

@@ -33,12 +33,15 @@ GLOBAL_SPMD: Final = "spmd_stubs.regions.global_spmd"
 LOCAL_MAP: Final = "spmd_stubs.regions.local_map"
 
 # --- spmd_types, the runtime checker (its own spelling of the vocabulary) ---
+SPMD_TYPES_PACKAGE: Final = "spmd_types."
 SPMD_TYPES_COLLECTIVE_MODULES: Final = ("spmd_types._collectives.", "spmd_types._local.")
 SPMD_TYPES_API_BOUNDARY: Final = "spmd_types._traceback.api_boundary"
 """The untyped decorator of spmd_types' public calls (``all_reduce``, ``convert``, ``assert_type``, ...)."""
 SPMD_TYPES_LOCAL_MAP: Final = "spmd_types.runtime.local_map"
 SPMD_TYPES_ASSERT_TYPE: Final = ("spmd_types.runtime.assert_type", "spmd_types.runtime.assert_local_type")
 SPMD_TYPES_MUTATE_TYPE: Final = "spmd_types.runtime.mutate_type"
+SPMD_TYPES_ASSERT_TYPE_LIKE: Final = "spmd_types.runtime.assert_type_like"
+SPMD_TYPES_ASSERT_LOCAL_TYPE_LIKE: Final = "spmd_types.runtime.assert_local_type_like"
 SPMD_TYPES_RELABELS: Final = (*SPMD_TYPES_ASSERT_TYPE, SPMD_TYPES_MUTATE_TYPE)
 """The calls that return their tensor argument with another SPMD type and nothing else changed."""
 SPMD_TYPES_NO_TYPECHECK: Final = "spmd_types.runtime.no_typecheck"

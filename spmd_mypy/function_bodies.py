@@ -49,6 +49,7 @@ from spmd_mypy.representation import (
     tensor_instance,
     typed_tensors_in,
     union_of,
+    unknown_tensor,
     with_spmd,
 )
 from spmd_mypy.statements import class_of
@@ -125,8 +126,9 @@ def collective_result(ctx: FunctionContext, fullname: str, declared: AxisNames) 
     results = apply(request, misfits.append, regions.current_axes(ctx.api))
     if misfits:
         return ctx.default_return_type
-    if collective.writes is None:
-        return result_type(ctx.api, ctx.default_return_type, results)
+    if collective.writes is None:  # the functional collectives, unannotated: their result a tensor
+        return result_type(ctx.api, tensor_instance(ctx.default_return_type) or unknown_tensor(ctx.api)
+                           or ctx.default_return_type, results)
     buffer, buffer_type = args.get(collective.writes, (None, None))
     if isinstance(buffer, NameExpr) and buffer_type is not None:
         checker: TypeChecker = ctx.api  # type: ignore[assignment]

@@ -75,12 +75,15 @@ from spmd_mypy.fullnames import (
     SPMD_OPS_MODULE,
     SPMD_TENSOR,
     SPMD_TYPES_API_BOUNDARY,
+    SPMD_TYPES_ASSERT_LOCAL_TYPE_LIKE,
     SPMD_TYPES_ASSERT_TYPE,
+    SPMD_TYPES_ASSERT_TYPE_LIKE,
     SPMD_TYPES_COLLECTIVE_MODULES,
     SPMD_TYPES_FORGOTTEN,
     SPMD_TYPES_LOCAL_MAP,
     SPMD_TYPES_MUTATE_TYPE,
     SPMD_TYPES_NO_TYPECHECK,
+    SPMD_TYPES_PACKAGE,
     TENSOR,
     TENSOR_CLASSES,
     TO_LOCAL,
@@ -90,6 +93,7 @@ from spmd_mypy.group_types import add_axis_parameter, analyze_group
 from spmd_mypy.layouts import SHARDING_CONFIG, sharding_config_hook
 from spmd_mypy.plans import plan_hook
 from spmd_mypy.representation import add_hidden_parameter
+from spmd_mypy.spmd_types_api import api_boundary as spmd_types_api_boundary
 from spmd_mypy.spmd_types_api import asserting as spmd_types_asserting
 from spmd_mypy.spmd_types_api import collectives as spmd_types_collectives
 from spmd_mypy.spmd_types_api import functions as spmd_types_functions
@@ -190,8 +194,10 @@ FUNCTIONS = HookTable(
         APPLY_MODULE: always(polymorphism.module_itself_hook),
         PARALLELIZE_MODULE: always(plan_hook),
         SHARDING_CONFIG: always(sharding_config_hook),
-        SPMD_TYPES_API_BOUNDARY: always(spmd_types_collectives.kept_signature),
+        SPMD_TYPES_API_BOUNDARY: always(spmd_types_api_boundary.any_function),
         **{name: lambda _, settings: spmd_types_asserting.assert_type_hook(settings) for name in SPMD_TYPES_ASSERT_TYPE},
+        SPMD_TYPES_ASSERT_TYPE_LIKE: lambda _, settings: spmd_types_asserting.assert_type_like_hook(settings, True),
+        SPMD_TYPES_ASSERT_LOCAL_TYPE_LIKE: lambda _, settings: spmd_types_asserting.assert_type_like_hook(settings, False),
         SPMD_TYPES_MUTATE_TYPE: lambda _, settings: spmd_types_mutating.mutate_type_hook(settings),
         SPMD_TYPES_NO_TYPECHECK: always(spmd_types_unchecked.no_typecheck_hook),
         SPMD_TYPES_FORGOTTEN: always(spmd_types_unchecked.forgotten_hook),
@@ -216,10 +222,15 @@ FUNCTIONS = HookTable(
     ),
 )
 
-FUNCTION_SIGNATURES = HookTable(rules=(
-    (MEGATRON_MODULE, members(megatron_helpers.helpers, always(megatron_helpers.helper_signature))),
-    ("", _polymorphic_signature),
-))
+FUNCTION_SIGNATURES = HookTable(
+    exact={name: always(spmd_types_asserting.like_signature)
+           for name in (SPMD_TYPES_ASSERT_TYPE_LIKE, SPMD_TYPES_ASSERT_LOCAL_TYPE_LIKE)},
+    rules=(
+        (SPMD_TYPES_PACKAGE, always(spmd_types_api_boundary.own_parameters)),
+        (MEGATRON_MODULE, members(megatron_helpers.helpers, always(megatron_helpers.helper_signature))),
+        ("", _polymorphic_signature),
+    ),
+)
 
 
 def _tensor_method(name: str, settings: Config) -> Hook:

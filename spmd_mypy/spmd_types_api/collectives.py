@@ -36,7 +36,7 @@ from typing import Callable
 
 from mypy.nodes import CallExpr, Expression
 from mypy.plugin import FunctionContext
-from mypy.types import AnyType, CallableType, Type, TypeOfAny, get_proper_type
+from mypy.types import Type
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.build_state import state_of
@@ -170,16 +170,3 @@ def _report(ctx: FunctionContext, name: str, request: Request, axis_written: str
                f"SPMD spec has no such transition: {why}. {fix}")
     report.fail(ctx.api, ctx.context, message, errorcodes.RUNTIME_RULE, error)
 
-
-def kept_signature(ctx: FunctionContext) -> Type:
-    """spmd_types' ``@api_boundary``, an untyped decorator: the function keeps its own signature.
-
-    mypy types what an untyped decorator returns as ``Any``, and a call of
-    ``Any`` reaches no hook.  Each parameter is ``Any``: spmd_types
-    annotates its run-time values (``src: PerMeshAxisSpmdType``), and the
-    plugin reads the call's expressions, not their types.
-    """
-    decorated = get_proper_type(ctx.arg_types[0][0]) if ctx.arg_types and ctx.arg_types[0] else None
-    if not isinstance(decorated, CallableType):
-        return ctx.default_return_type
-    return decorated.copy_modified(arg_types=[AnyType(TypeOfAny.special_form)] * len(decorated.arg_types))

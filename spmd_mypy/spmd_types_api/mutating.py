@@ -31,7 +31,9 @@ position tables).
 
 ``src`` must be x's type on the axis, where that is known (spmd_types
 raises there): otherwise ``spmd-assert``.  A call whose axes, ``src`` or
-``dst`` cannot be read gives an unknown tensor.
+``dst`` cannot be read gives an unknown tensor, which strict mode names
+(``spmd-untyped-boundary``) where x's type was known.  A loop over axes
+written out around the call is one call per axis (:mod:`.axis_loops`).
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ def mutate_type_hook(settings: Config) -> Callable[[FunctionContext], Type]:
         written = _arguments(call)
         updates = _updates(written, site, given) if written is not None else None
         if written is None or updates is None:
+            if settings.strict and any(spmd_members(given)):
+                _report_unread(ctx, source_text(ctx, call.args[0]) or "x", given)
             return unknown_tensor(ctx.api) or ctx.default_return_type
         shown = source_text(ctx, call.args[0]) or "x"
         axis_written = source_text(ctx, written["axis"]) if "axis" in written else None
@@ -101,6 +105,17 @@ def mutate_type_hook(settings: Config) -> Callable[[FunctionContext], Type]:
         return result_type(ctx.api, given, updated_members(given, mutate))
 
     return hook
+
+
+def _report_unread(ctx: FunctionContext, shown: str, given: Type) -> None:
+    """Strict mode: a typed value whose relabel is not read leaves the call unknown."""
+    known = [t for t in dict.fromkeys(spmd_members(given)) if t is not None]
+    axes = sorted({axis for t in known for axis, _ in t.axes})
+    written = ", ".join(f'"{axis}"' for axis in axes) + ("," if len(axes) == 1 else "")
+    report.fail(ctx.api, ctx.context,
+                f"spmd.mutate_type's axis, src or dst is not written out: {shown} ({' | '.join(map(str, known))}) "
+                f"is unknown after it. Fix: write them out: one call per axis, or a loop over the axes written out "
+                f"(for axis in ({written}):) with src and dst spmd.R, I, V, P or S(k).", errorcodes.UNTYPED_BOUNDARY)
 
 
 def _same_data(src: AxisType, dst: AxisType) -> bool:

@@ -29,6 +29,12 @@ plugin turns on, docs/checker.md#settings); where the user turned it off,
 the statements stay as written and are checked only.  As for
 :mod:`spmd_mypy.rebinding`, a rewritten module's cache entry is never
 valid, so mypy parses it through the path that rewrites it.
+
+The same pass first unrolls the loops over axes around such calls
+(:mod:`.axis_loops`: ``for axis in ("dp", "cp"): spmd.mutate_type(x, axis,
+...)`` is one statement per axis), and last puts the body of each function
+decorated ``@spmd.no_typecheck`` in a ``with spmd.no_typecheck():`` block
+(:mod:`.unchecked_functions`).
 """
 
 from __future__ import annotations
@@ -38,13 +44,9 @@ from mypy.nodes import (
     AssignmentStmt,
     Block,
     CallExpr,
-    Expression,
     ExpressionStmt,
     FuncDef,
     GlobalDecl,
-    Import,
-    ImportFrom,
-    MemberExpr,
     MypyFile,
     NameExpr,
     NonlocalDecl,
@@ -54,52 +56,51 @@ from mypy.options import Options
 
 from spmd_mypy.parse_rewrites import ParseRewrite, redefinition_on
 from spmd_mypy.sources import SourceFiles
+from spmd_mypy.spmd_types_api.axis_loops import unroll_axis_loops
+from spmd_mypy.spmd_types_api.spelling import Spellings
+from spmd_mypy.spmd_types_api.unchecked_functions import unchecked_bodies
 from spmd_mypy.statements import functions_in, names_bound_in, nested_blocks, statements_in
 
 NARROWING = frozenset({"assert_type", "assert_local_type", "mutate_type"})
 """spmd_types' calls that change their argument's type in place."""
-_MODULES = ("spmd_types", "spmd_types.runtime")
-"""Where those calls are imported from."""
 
 
 def narrowing(options: Options, sources: SourceFiles) -> ParseRewrite:
-    """The rewrite for one build: on where mypy checks the module with the plugin's redefinition."""
+    """The rewrites of spmd_types' statements for one build: loops over axes unrolled
+    (:mod:`.axis_loops`), then the narrowing statements where mypy checks the module with the plugin's
+    redefinition, then the bodies of unchecked functions put in a ``no_typecheck()`` block
+    (:mod:`.unchecked_functions`)."""
+
+    def rewritten(tree: MypyFile) -> bool:
+        spellings = Spellings.of(tree)
+        if not spellings.modules and not spellings.calls:
+            return False
+        unrolled = unroll_axis_loops(tree, spellings)
+        narrowed = redefinition_on(options, tree, sources) and rewrite(tree, spellings)
+        unchecked = unchecked_bodies(tree, spellings)
+        return unrolled or narrowed or unchecked
+
     return ParseRewrite(
-        rewrite=lambda tree: redefinition_on(options, tree, sources) and rewrite(tree),
+        rewrite=rewritten,
         cache_key="spmd_types_narrowing",
-        failure="spmd_types' assert_type/mutate_type statements could not be read as narrowing; they are "
-                "checked only",
+        failure="spmd_types' statements (assert_type/mutate_type, loops over axes, @no_typecheck functions) could "
+                "not be rewritten; they are checked as written",
     )
 
 
-def rewrite(tree: MypyFile) -> bool:
+def rewrite(tree: MypyFile, spellings: Spellings) -> bool:
     """Rewrite every narrowing statement of ``tree`` (module docstring); whether any was."""
-    callees = _callees(tree)
-    if not callees[0] and not callees[1]:
-        return False
-    done = _rewrite_scope(Block(tree.defs), set(names_bound_in(tree.defs)), callees)
+    done = _rewrite_scope(Block(tree.defs), set(names_bound_in(tree.defs)), spellings)
     for function in functions_in(tree.defs):
-        done |= _rewrite_scope(function.node.body, _locals(function.node), callees)
+        done |= _rewrite_scope(function.node.body, _locals(function.node), spellings)
     return done
 
 
-def _callees(tree: MypyFile) -> tuple[set[str], set[str]]:
-    """How the module spells spmd_types: its names for the modules, and for the narrowing calls themselves."""
-    modules: set[str] = set()
-    calls: set[str] = set()
-    for imported in tree.imports:
-        if isinstance(imported, Import):
-            modules.update(alias or name for name, alias in imported.ids if name in _MODULES)
-        elif isinstance(imported, ImportFrom) and imported.relative == 0 and imported.id in _MODULES:
-            calls.update(alias or name for name, alias in imported.names if name in NARROWING)
-    return modules, calls
-
-
-def _rewrite_scope(body: Block, bound: set[str], callees: tuple[set[str], set[str]]) -> bool:
+def _rewrite_scope(body: Block, bound: set[str], spellings: Spellings) -> bool:
     done = False
     for block in _blocks(body):
         for index, statement in enumerate(block.body):
-            target = _narrowed(statement, bound, callees)
+            target = _narrowed(statement, bound, spellings)
             if target is not None:
                 assert isinstance(statement, ExpressionStmt)
                 block.body[index] = _assignment(target, statement)
@@ -114,25 +115,14 @@ def _blocks(body: Block) -> list[Block]:
     return found
 
 
-def _narrowed(statement: Statement, bound: set[str], callees: tuple[set[str], set[str]]) -> NameExpr | None:
+def _narrowed(statement: Statement, bound: set[str], spellings: Spellings) -> NameExpr | None:
     """The name a narrowing statement narrows; None for any other statement."""
     call = statement.expr if isinstance(statement, ExpressionStmt) else None
     if not isinstance(call, CallExpr) or not call.args or call.arg_kinds[0] != ARG_POS:
         return None
-    callee, (modules, calls) = call.callee, callees
-    spelled = ((isinstance(callee, NameExpr) and callee.name in calls)
-               or (isinstance(callee, MemberExpr) and callee.name in NARROWING and _dotted(callee.expr) in modules))
     tensor = call.args[0]
+    spelled = spellings.called(call.callee) in NARROWING
     return tensor if spelled and isinstance(tensor, NameExpr) and tensor.name in bound else None
-
-
-def _dotted(expr: Expression) -> str | None:
-    if isinstance(expr, NameExpr):
-        return expr.name
-    if isinstance(expr, MemberExpr):
-        owner = _dotted(expr.expr)
-        return f"{owner}.{expr.name}" if owner is not None else None
-    return None
 
 
 def _assignment(target: NameExpr, statement: ExpressionStmt) -> AssignmentStmt:
@@ -150,5 +140,3 @@ def _locals(function: FuncDef) -> set[str]:
     declared = {name for statement in statements_in(function.body)
                 if isinstance(statement, (GlobalDecl, NonlocalDecl)) for name in statement.names}
     return bound - declared
-
-

@@ -21,6 +21,12 @@ left out, never guessed:
   ``b`` then ``c`` (``S(1)@(b,c)``);
 * ``get_local_type(x)`` is x's known type with shard dims forgotten (what
   spmd_types stores as the local type); ``dict(...)`` and ``{**...}`` copy it;
+* ``get_partition_spec(x)`` is x's known shards (an axis x's type does not
+  know may shard a dim too); ``PartitionSpec(spec[1], spec[0])`` takes dim
+  ``k``'s entry from it where every shard dim is known and not negative;
+  ``None if spec is None else E`` is ``E`` where x is known to be sharded
+  (its spec is never None), else the shards both branches give, one that
+  only one branch gives read as V (the local type both agree on);
 * a name is followed to its one assignment in the same function (or at
   module level), with the item assignments ``t[axis] = T`` after it in the
   same block and before the read applied in order; any other change of the
@@ -32,28 +38,23 @@ left out, never guessed:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from mypy.checker import TypeChecker
 from mypy.nodes import (
-    GDEF,
-    LDEF,
     AssignmentStmt,
-    Block,
     CallExpr,
-    DelStmt,
+    ComparisonExpr,
+    ConditionalExpr,
     DictExpr,
     Expression,
-    ExpressionStmt,
     FuncItem,
     IndexExpr,
     IntExpr,
     MemberExpr,
     MypyFile,
     NameExpr,
-    OperatorAssignmentStmt,
     RefExpr,
-    Statement,
     StrExpr,
     TupleExpr,
     TypeInfo,
@@ -66,7 +67,7 @@ from mypy.types import Instance, LiteralType, get_proper_type
 from spmd_mypy.config import AxisNames, Config
 from spmd_mypy.groups import axis_of_group
 from spmd_mypy.representation import local_form, spmd_members
-from spmd_mypy.statements import names_bound_by, nested_blocks
+from spmd_mypy.spmd_types_api.assignments import definition, item_assignment, single_value
 from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, Shard, TensorType, Varying, shard_group
 
 _TYPES = "spmd_types.types."
@@ -81,9 +82,9 @@ _LOCAL_TYPES = {
 _SHARD = (f"{_TYPES}S", f"{_TYPES}Shard")
 _PARTITION_SPEC = f"{_TYPES}PartitionSpec"
 GET_LOCAL_TYPE = "spmd_types._type_attr.get_local_type"
+GET_PARTITION_SPEC = "spmd_types.runtime.get_partition_spec"
 _FOLLOW_DEPTH = 4
 """How many assignments a name is followed through (``t = dict(q_local)`` after ``q_local = ...`` is two)."""
-_MUTATORS = frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__", "__delitem__"})
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,27 @@ def tensor_type(expressions: Sequence[Expression], site: Site) -> TensorType | N
         merged.add(_read(expr, site, _FOLLOW_DEPTH))
     known = merged.result(site.current_mesh)
     return TensorType.of(known) if known else None
+
+
+def like_type(source: Expression, overrides: Expression | None, site: Site, with_shards: bool) -> TensorType | None:
+    """What ``assert_type_like(x, source, overrides)`` asserts: source's known type (its local type alone
+    without ``with_shards``, as ``assert_local_type_like``), each axis ``overrides`` names set to its type
+    there (one whose type is not read, or a shard, which spmd_types refuses there: left out); None where
+    source's type is not known or ``overrides`` is not read (it may name any axis)."""
+    known = _known_type(source, site)
+    if known is None:
+        return None
+    axes = dict((known if with_shards else local_form(known)).axes)
+    if overrides is not None and not (isinstance(overrides, NameExpr) and overrides.fullname == "builtins.None"):
+        written = _read(overrides, site, _FOLLOW_DEPTH)
+        if written.unread_axes or written.bare is not None or written.shards:
+            return None
+        for axis, typ in written.axes.items():
+            if typ is None or typ.shard is not None:
+                axes.pop(axis, None)
+            else:
+                axes[axis] = typ
+    return TensorType.of(axes) if axes else None
 
 
 # --------------------------------------------------------------------------
@@ -182,12 +204,16 @@ def _read(expr: Expression, site: Site, depth: int) -> _Reading:
         return _Reading(bare=local)
     if isinstance(expr, DictExpr):
         return _dict(expr, site, depth)
+    if isinstance(expr, ConditionalExpr):
+        return _conditional(expr, site, depth)
     if isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr):
         callee = expr.callee.fullname
         if callee == _PARTITION_SPEC:
             return _partition_spec(expr, site, depth)
         if callee == GET_LOCAL_TYPE and len(expr.args) == 1:
             return _type_of(expr.args[0], site)
+        if callee == GET_PARTITION_SPEC and len(expr.args) == 1:
+            return _spec_of(expr.args[0], site)
         if callee == "builtins.dict" and len(expr.args) == 1 and not expr.arg_names[0]:
             return _read(expr.args[0], site, depth)
     if isinstance(expr, NameExpr) and depth > 0:
@@ -219,6 +245,11 @@ def _partition_spec(call: CallExpr, site: Site, depth: int) -> _Reading:
     for dim, entry in enumerate(call.args):
         if isinstance(entry, NameExpr) and entry.fullname == "builtins.None":
             continue
+        copied = _entry_of_spec(entry, site, depth) if isinstance(entry, IndexExpr) else None
+        if copied is not None:
+            reading.unread_axes = True  # an axis the spec's tensor does not know may shard that dim too
+            reading.shards.update(shard_group(Shard(dim), copied) if copied else [])
+            continue
         group = entry.items if isinstance(entry, TupleExpr) else [entry]
         axes = [_axis_name(item, site, depth) for item in group]
         named = [axis for axis in axes if axis is not None]
@@ -231,12 +262,87 @@ def _partition_spec(call: CallExpr, site: Site, depth: int) -> _Reading:
 
 def _type_of(tensor: Expression, site: Site) -> _Reading:
     """``get_local_type(tensor)``: its known local type; every axis it does not know may be named."""
-    inferred = site.checker.lookup_type_or_none(tensor)
-    found = set(spmd_members(inferred)) if inferred is not None else {None}
-    known = found.pop() if len(found) == 1 else None
+    known = _known_type(tensor, site)
     if known is None:
         return _UNREADABLE
     return _Reading(axes=dict(local_form(known).axes), unread_axes=True)
+
+
+def _spec_of(tensor: Expression, site: Site) -> _Reading:
+    """``get_partition_spec(tensor)``: its known shards; an axis it does not know may shard a dim too."""
+    known = _known_type(tensor, site)
+    if known is None:
+        return _UNREADABLE
+    return _Reading(shards={axis: typ for axis, typ in known.axes if typ.shard is not None}, unread_axes=True)
+
+
+def _known_type(tensor: Expression, site: Site) -> TensorType | None:
+    """``tensor``'s SPMD type where mypy inferred one known type for it."""
+    inferred = site.checker.lookup_type_or_none(tensor)
+    found = set(spmd_members(inferred)) if inferred is not None else {None}
+    return found.pop() if len(found) == 1 else None
+
+
+def _spec_tensor(expr: Expression, site: Site, depth: int) -> Expression | None:
+    """The tensor ``expr`` holds the partition spec of: ``get_partition_spec(t)``, or a name assigned it."""
+    if isinstance(expr, NameExpr) and depth > 0:
+        value = single_value(expr, site)
+        return _spec_tensor(value, site, depth - 1) if value is not None else None
+    if (isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr) and expr.callee.fullname == GET_PARTITION_SPEC
+            and len(expr.args) == 1):
+        return expr.args[0]
+    return None
+
+
+def _entry_of_spec(entry: IndexExpr, site: Site, depth: int) -> list[str] | None:
+    """``spec[k]`` of a ``get_partition_spec(t)``: the axes t is known to shard dim ``k`` by, major first; none
+    where a shard dim is negative (which dim it is depends on the rank) or ``k`` is not a literal of at least 0.
+    None where ``spec`` is not known to be a partition spec."""
+    tensor = _spec_tensor(entry.base, site, depth)
+    if tensor is None:
+        return None
+    known = _known_type(tensor, site)
+    dim = _int_literal(entry.index)
+    if known is None or dim is None or dim < 0:
+        return []
+    shards = [(axis, typ) for axis, typ in known.axes if typ.shard is not None]
+    if any(typ.shard is not None and typ.shard < 0 for _, typ in shards):
+        return []
+    on_dim = sorted((typ.order or 0, axis) for axis, typ in shards if typ.shard == dim)
+    return [axis for _, axis in on_dim]
+
+
+def _conditional(expr: ConditionalExpr, site: Site, depth: int) -> _Reading:
+    """``None if spec is None else E`` (torchtitan's guard of a spec derived from ``get_partition_spec``):
+    the branch that runs where ``spec``'s tensor is known to be sharded; else what both branches say, a shard
+    only one of them gives read as V (the local type both agree on)."""
+    taken = _branch_taken(expr, site, depth)
+    if taken is not None:
+        return _read(taken, site, depth)
+    first, second = _read(expr.if_expr, site, depth), _read(expr.else_expr, site, depth)
+    if (first.axes, first.bare) != (second.axes, second.bare):
+        return _UNREADABLE
+
+    def either(axis: str) -> AxisType | None:
+        one, other = first.shards.get(axis, Varying), second.shards.get(axis, Varying)
+        return one if one == other else Varying if one is not None and other is not None else None
+
+    return _Reading(axes=first.axes, shards={axis: either(axis) for axis in {*first.shards, *second.shards}},
+                    bare=first.bare, unread_axes=first.unread_axes or second.unread_axes)
+
+
+def _branch_taken(expr: ConditionalExpr, site: Site, depth: int) -> Expression | None:
+    """The branch of ``... if spec is [not] None else ...`` that runs where ``spec`` is the partition spec of a
+    tensor with a known shard (a spec, never None); None where that is not known."""
+    test = expr.cond
+    if not (isinstance(test, ComparisonExpr) and test.operators in (["is"], ["is not"])
+            and isinstance(test.operands[1], NameExpr) and test.operands[1].fullname == "builtins.None"):
+        return None
+    tensor = _spec_tensor(test.operands[0], site, depth)
+    known = _known_type(tensor, site) if tensor is not None else None
+    if known is None or all(typ.shard is None for _, typ in known.axes):
+        return None
+    return expr.else_expr if test.operators == ["is"] else expr.if_expr
 
 
 # --------------------------------------------------------------------------
@@ -256,7 +362,7 @@ def _axis_type(expr: Expression, site: Site, depth: int) -> AxisType | None:
         dim = _int_literal(expr.args[0]) if len(expr.args) == 1 and not expr.arg_names[0] else None
         return Shard(dim) if dim is not None else Varying
     if isinstance(expr, NameExpr) and depth > 0:
-        value = _single_value(expr, site)
+        value = single_value(expr, site)
         return _axis_type(value, site, depth - 1) if value is not None else None
     return None
 
@@ -272,7 +378,7 @@ def _axis_name(expr: Expression, site: Site, depth: int) -> str | None:
     if group is not None:
         return group
     if isinstance(expr, NameExpr) and depth > 0:
-        value = _single_value(expr, site)
+        value = single_value(expr, site)
         return _axis_name(value, site, depth - 1) if value is not None else None
     return None
 
@@ -311,7 +417,7 @@ def _int_literal(expr: Expression) -> int | None:
 
 def _followed(name: NameExpr, site: Site, depth: int) -> _Reading:
     """A name holding a type: its one assignment, then its item assignments before the read."""
-    found = _definition(name, site)
+    found = definition(name, site)
     if found is None:
         return _UNREADABLE
     block, index = found
@@ -321,7 +427,7 @@ def _followed(name: NameExpr, site: Site, depth: int) -> _Reading:
     for statement in block.body[index + 1:]:
         if statement.line >= site.line:
             break
-        item = _item_assignment(statement, name.name)
+        item = item_assignment(statement, name.name)
         if item is None:
             continue
         if reading.bare is not None or reading.shards:
@@ -332,94 +438,3 @@ def _followed(name: NameExpr, site: Site, depth: int) -> _Reading:
         assigned = statement.rvalue if isinstance(statement, AssignmentStmt) else None
         reading.axes[axis] = _axis_type(assigned, site, depth) if assigned is not None else None
     return reading
-
-
-def _single_value(name: NameExpr, site: Site) -> Expression | None:
-    """What ``name`` holds where it is read: its one assignment's value, where nothing changes it after."""
-    found = _definition(name, site)
-    if found is None:
-        return None
-    block, index = found
-    if any(_item_assignment(statement, name.name) is not None for statement in block.body[index + 1:]):
-        return None
-    statement = block.body[index]
-    assert isinstance(statement, AssignmentStmt)
-    return statement.rvalue
-
-
-def _definition(name: NameExpr, site: Site) -> tuple[Block, int] | None:
-    """The block and index of the one assignment ``name = value`` in the scope that holds ``name`` (the
-    function read in, or the module for a global, which nothing may change after), before the read; None
-    where it has several, none, another kind of binding, or a change outside that block."""
-    if not isinstance(name.node, Var):
-        return None
-    function = site.function if name.kind == LDEF else None
-    if name.kind not in (LDEF, GDEF) or (function is None and name.kind == LDEF):
-        return None
-    if function is not None and any(argument.variable.name == name.name for argument in function.arguments):
-        return None
-    top = function.body if function is not None else Block(list(site.tree.defs))
-    found: list[tuple[Block, int]] = []
-    changed: list[tuple[Block, int]] = []
-    for block in _blocks(top):
-        for index, statement in enumerate(block.body):
-            if _binds(statement, name.name):
-                if not (isinstance(statement, AssignmentStmt) and len(statement.lvalues) == 1
-                        and isinstance(statement.lvalues[0], NameExpr)):
-                    return None
-                found.append((block, index))
-            elif _changes(statement, name.name):
-                changed.append((block, index))
-    if len(found) != 1:
-        return None
-    block, index = found[0]
-    if function is None:
-        return found[0] if not changed else None
-    in_order = all(where is block and after > index for where, after in changed)
-    return found[0] if in_order and block.body[index].line < site.line else None
-
-
-def _blocks(block: Block) -> Iterator[Block]:
-    """``block`` and every block nested in it, in the same scope."""
-    yield block
-    for statement in block.body:
-        for nested in nested_blocks(statement):
-            yield from _blocks(nested)
-
-
-def _binds(statement: Statement, name: str) -> bool:
-    if isinstance(statement, AssignmentStmt):
-        return any(name in names_bound_by(target) for target in statement.lvalues)
-    return any(name in names_bound_by(target) for target in _other_targets(statement))
-
-
-def _other_targets(statement: Statement) -> list[Expression]:
-    index = getattr(statement, "index", None)
-    targets = getattr(statement, "target", None)
-    return [*([index] if isinstance(index, Expression) else []),
-            *(t for t in (targets if isinstance(targets, list) else []) if isinstance(t, Expression))]
-
-
-def _changes(statement: Statement, name: str) -> bool:
-    """An item assignment to ``name`` or a call of one of its mutating methods."""
-    if _item_assignment(statement, name) is not None:
-        return True
-    call = statement.expr if isinstance(statement, ExpressionStmt) else None
-    return (isinstance(call, CallExpr) and isinstance(call.callee, MemberExpr) and call.callee.name in _MUTATORS
-            and isinstance(call.callee.expr, NameExpr) and call.callee.expr.name == name)
-
-
-def _item_assignment(statement: Statement, name: str) -> IndexExpr | None:
-    """The target ``name[key]`` of ``name[key] = value``, ``name[key] += value`` or ``del name[key]``."""
-    if isinstance(statement, AssignmentStmt):
-        targets: list[Expression] = statement.lvalues
-    elif isinstance(statement, OperatorAssignmentStmt):
-        targets = [statement.lvalue]
-    elif isinstance(statement, DelStmt):
-        targets = [statement.expr]
-    else:
-        targets = []
-    for target in targets:
-        if isinstance(target, IndexExpr) and isinstance(target.base, NameExpr) and target.base.name == name:
-            return target
-    return None

@@ -17,9 +17,9 @@ manager, before the body):
   torchtitan writes them at the end of such a block, and are trusted as any
   declaration is.
 
-A function decorated ``@spmd.no_typecheck()`` is checked as ordinary code:
-mypy checks its body before its decorators, so no hook of the decorator
-runs in time to quiet it (reporting there is sound, only not quiet).
+A function decorated ``@spmd.no_typecheck()`` has its body put in such a
+block when its module is parsed (:mod:`.unchecked_functions`: mypy checks a
+body before its decorators, so no hook of the decorator runs in time).
 
 ``with spmd.local():`` drops spmd_types' global SPMD (its shard
 propagation) to local SPMD in the block; the checker's types of spmd_types

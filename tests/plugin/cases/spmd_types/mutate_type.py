@@ -1,4 +1,5 @@
-"""``spmd.mutate_type``: the relabels the spec has as a reinterpret narrow ``x``; the others are refused."""
+"""``spmd.mutate_type``: the relabels the spec has as a reinterpret narrow ``x``; the others are refused.  A loop over
+axes written out is one call per axis."""
 import torch
 
 import spmd_types as spmd
@@ -28,11 +29,58 @@ def every_axis(h: torch.Tensor) -> None:
     reveal_type(h)  # N: Tensor[V@dp, V@tp]
 
 
-def axis_not_written_out(offsets: torch.Tensor) -> None:
-    spmd.assert_type(offsets, {"dp": spmd.P, "cp": spmd.P})
+def relabelled_per_axis(packed_cu_seqlens: torch.Tensor) -> None:
+    spmd.assert_type(packed_cu_seqlens, {"dp": spmd.R, "cp": spmd.R, "tp": spmd.R})
     for axis in ("dp", "cp"):
-        spmd.mutate_type(offsets, axis, src=spmd.P, dst=spmd.P)
-    reveal_type(offsets)  # N: Tensor[Any]
+        spmd.mutate_type(packed_cu_seqlens, axis, src=spmd.R, dst=spmd.V)
+    reveal_type(packed_cu_seqlens)  # N: Tensor[V@cp, V@dp, R@tp]
+
+
+def counts_relabelled_per_axis_out_of_a_sum(num_tokens_per_expert: torch.Tensor) -> None:
+    """models/common/moe.py's loop."""
+    spmd.assert_type(num_tokens_per_expert, {"dp": spmd.P, "cp": spmd.P})
+    for axis in ("dp", "cp"):
+        spmd.mutate_type(num_tokens_per_expert, axis, src=spmd.P, dst=spmd.V)  # E: spmd-runtime-rule relabels P@dp as V@dp  # E: spmd-runtime-rule relabels P@cp as V@cp
+
+
+def counts_reduce_scattered_per_axis(num_tokens_per_expert: torch.Tensor) -> None:
+    spmd.assert_type(num_tokens_per_expert, {"dp": spmd.P, "cp": spmd.P})
+    for axis in ("dp", "cp"):
+        num_tokens_per_expert = spmd.reduce_scatter(num_tokens_per_expert, axis, src=spmd.P, dst=spmd.V)
+    reveal_type(num_tokens_per_expert)  # N: Tensor[V@cp, V@dp]
+
+
+def loss_accumulator_relabelled(hidden_states: torch.Tensor) -> None:
+    """components/loss.py's loop over a dict's items: zeros relabelled as a sum's parts."""
+    total_loss = hidden_states.new_zeros(())
+    spmd.assert_type(total_loss, {"dp": spmd.R, "cp": spmd.R, "tp": spmd.R})
+    for axis_name, dst in {"dp": spmd.P, "cp": spmd.P, "tp": spmd.I}.items():
+        total_loss = spmd.mutate_type(total_loss, axis_name, src=spmd.R, dst=dst)  # E: spmd-runtime-rule relabels R@dp as P@dp  # E: spmd-runtime-rule relabels R@cp as P@cp
+    reveal_type(total_loss)  # N: Tensor[P@cp, P@dp, I@tp]
+
+
+def loss_accumulator_converted(hidden_states: torch.Tensor) -> None:
+    total_loss = hidden_states.new_zeros(())
+    spmd.assert_type(total_loss, {"dp": spmd.R, "cp": spmd.R, "tp": spmd.R})
+    total_loss = spmd.mutate_type(total_loss, "tp", src=spmd.R, dst=spmd.I)
+    for axis_name in ("dp", "cp"):
+        total_loss = spmd.convert(total_loss, axis_name, src=spmd.R, dst=spmd.P)
+    reveal_type(total_loss)  # N: Tensor[P@cp, P@dp, I@tp]
+
+
+def axes_not_written_out(offsets: torch.Tensor, axes: tuple[str, ...]) -> None:
+    spmd.assert_type(offsets, {"dp": spmd.R, "cp": spmd.R})
+    for axis in axes:
+        spmd.mutate_type(offsets, axis, src=spmd.R, dst=spmd.V)
+    reveal_type(offsets)  # N: torch._tensor.Tensor[Any] | torch._tensor.Tensor[R@cp, R@dp]
+
+
+def loop_variable_read_after(offsets: torch.Tensor) -> str:
+    spmd.assert_type(offsets, {"dp": spmd.R, "cp": spmd.R})
+    for axis in ("dp", "cp"):
+        spmd.mutate_type(offsets, axis, src=spmd.R, dst=spmd.V)
+    reveal_type(offsets)  # N: torch._tensor.Tensor[Any] | torch._tensor.Tensor[R@cp, R@dp]
+    return axis
 
 
 def counts_relabelled_out_of_a_sum(num_tokens_per_expert: torch.Tensor) -> None:

@@ -1,5 +1,5 @@
-"""``no_typecheck()`` blocks are quiet and not trusted after; ``local()`` blocks and ``is_type_checking()``
-guards are checked as any other code."""
+"""``no_typecheck()`` blocks (and the bodies of functions decorated ``@no_typecheck``) are quiet and not trusted
+after; ``local()`` blocks and ``is_type_checking()`` guards are checked as any other code."""
 import torch
 import torch.nn.functional as F
 
@@ -45,4 +45,37 @@ def guarded(x: torch.Tensor, use_spmd: bool) -> torch.Tensor:
     if use_spmd and spmd.is_type_checking():
         spmd.assert_type(x, {"tp": spmd.P})
         reveal_type(x)  # N: Tensor[P@tp]
+    return torch.tanh(x)  # E: spmd-partial-nonlinear on axis tp
+
+
+@spmd.no_typecheck()
+def positions_bounded_unchecked(positions: torch.Tensor, max_valid_pos: int) -> None:
+    """models/common/rope.py's bounds check: its body runs unchecked, so it reports no SPMD diagnostic."""
+    spmd.assert_type(positions, {"tp": spmd.P})
+    torch._assert_async(torch.all(torch.tanh(positions) <= max_valid_pos))
+
+
+def positions_bounded(positions: torch.Tensor, max_valid_pos: int) -> None:
+    spmd.assert_type(positions, {"tp": spmd.P})
+    torch._assert_async(torch.all(torch.tanh(positions) <= max_valid_pos))  # E: spmd-partial-nonlinear on axis tp
+
+
+@spmd.no_typecheck
+def unchecked_without_parentheses(x: torch.Tensor) -> torch.Tensor:
+    spmd.assert_type(x, {"tp": spmd.P})
+    y = torch.tanh(x)
+    reveal_type(y)  # N: Tensor[Any]
+    return y
+
+
+@spmd.register_no_typecheck
+def unchecked_when_running(x: torch.Tensor) -> torch.Tensor:
+    spmd.assert_type(x, {"tp": spmd.P})
+    return torch.tanh(x)
+
+
+@spmd.no_typecheck(out_types={"tp": spmd.R})
+def typed_boundary(x: torch.Tensor) -> torch.Tensor:
+    """A typed boundary is checked as written."""
+    spmd.assert_type(x, {"tp": spmd.P})
     return torch.tanh(x)  # E: spmd-partial-nonlinear on axis tp

@@ -52,7 +52,7 @@ from spmd_mypy.plans.literal import (
     read_style,
     returned_value,
 )
-from spmd_mypy.statements import names_bound_by, nested_blocks, statements_in
+from spmd_mypy.statements import names_bound_by, names_bound_in, nested_blocks, statements_in, walk
 
 _READS = frozenset({"items", "keys", "values", "get", "copy"})
 """Methods of a dict that leave it as it is."""
@@ -120,9 +120,9 @@ def _read(plan: Expression, scope: Scope, use: Context, found: Plan, shared: boo
         _update(plan, scope, found, shared)
     elif isinstance(plan, NameExpr):
         value, where = bound_value(plan, scope)
-        shared = shared or where.function is not scope.function
-        _read(value, where, use, found, shared)
-        _changes(plan, where, use, found, shared)
+        elsewhere = where.function is not scope.function  # a module constant used in a function
+        _read(value, where, use, found, shared or elsewhere)
+        _changes(plan, where, use, found, shared or elsewhere, elsewhere)
     elif isinstance(plan, CallExpr) and isinstance(plan.callee, RefExpr) and isinstance(plan.callee.node, FuncDef) \
             and in_module(plan.callee.node.fullname, scope.tree):
         helper = plan.callee.node
@@ -150,8 +150,10 @@ def _entry(key: StrExpr, value: Expression, scope: Scope, found: Plan, shared: b
         return Entry(key.value, None, key, value, shared)
 
 
-def _changes(name: NameExpr, scope: Scope, use: Context, found: Plan, shared: bool) -> None:
-    """The changes of the local plan ``name`` before its ``use``, applied; any other is not read."""
+def _changes(name: NameExpr, scope: Scope, use: Context, found: Plan, shared: bool, elsewhere: bool) -> None:
+    """The changes of the plan ``name`` (bound in ``scope``) before its ``use``, applied; any other is not
+    read.  Used ``elsewhere`` (a module constant used in a function): the module's statements all run
+    before it, and a change in any function is not read."""
     body = scope.body()
     binding = next((s for s in statements_in(body) if isinstance(s, AssignmentStmt) and any(
         name.name in names_bound_by(t) for t in s.lvalues)), None)
@@ -159,13 +161,20 @@ def _changes(name: NameExpr, scope: Scope, use: Context, found: Plan, shared: bo
     if binding is None or block is None:
         return
     start = block.body.index(binding)
-    before = [s for s in block.body[start + 1:] if s.line <= use.line]
+    before = [s for s in block.body[start + 1:] if elsewhere or s.line <= use.line]
     applied: set[int] = {id(binding)}
-    for statement in before[:-1] if before and _contains(before[-1], use) else before:
+    for statement in before[:-1] if before and not elsewhere and _contains(before[-1], use) else before:
         _apply(statement, name.name, scope, found, applied, shared)
-    for statement in statements_in(body):
+    in_functions = [visit.statement for visit in walk(scope.tree.defs) if visit.scope is not None and not (
+        _binds(visit.scope.node, name.name))] if elsewhere else []
+    for statement in [*statements_in(body), *in_functions]:
         if id(statement) not in applied and _may_change(statement, name.name, use):
             found.lost(Unreadable(statement, f"may change the plan `{name.name}`"))
+
+
+def _binds(function: FuncDef, name: str) -> bool:
+    """Whether ``name`` is a local of ``function`` (then it is not the module's)."""
+    return name in names_bound_in(function.body.body) or any(a.variable.name == name for a in function.arguments)
 
 
 def _apply(statement: Statement, name: str, scope: Scope, found: Plan, applied: set[int], shared: bool) -> None:

@@ -15,6 +15,12 @@ from torch.distributed.tensor.parallel import (
 
 SEQUENCE_SHARD = Shard(1)
 NORM = SequenceParallel()
+TENSOR_PARALLEL: dict[str, ParallelStyle] = {
+    "attention.w[qkv]": ColwiseParallel(),
+    "attention.wo": RowwiseParallel(),
+    "feed_forward.w[13]": ColwiseParallel(),
+    "feed_forward.w2": RowwiseParallel(),
+}
 
 
 def colwise() -> ColwiseParallel:
@@ -107,3 +113,7 @@ def sequence_parallel_from_a_function(block: TransformerBlock, tp_mesh: DeviceMe
 
 def tensor_parallel_from_a_function(block: TransformerBlock, tp_mesh: DeviceMesh) -> None:
     parallelize_module(block, tp_mesh, layer_plan(sequence_parallel=False))
+
+
+def tensor_parallel_from_a_constant(block: TransformerBlock, tp_mesh: DeviceMesh) -> None:
+    parallelize_module(block, tp_mesh, TENSOR_PARALLEL)

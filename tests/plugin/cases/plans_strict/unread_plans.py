@@ -110,3 +110,14 @@ def sequence_parallel_on_a_module_of_modules(block: TransformerBlock, tp_mesh: D
         "attention.wo": RowwiseParallel(),
         "feed_forward": SequenceParallel(),  # E: spmd-untyped-boundary the style of plan entry "feed_forward", SequenceParallel(), is not modelled on FeedForward: SequenceParallel is modelled on a module without sub-modules (a norm, dropout)
     })
+
+
+BLOCK_PLAN: dict[str, ParallelStyle] = {"attention.w[qkv]": ColwiseParallel(), "attention.wo": RowwiseParallel()}
+
+
+def add_to_the_module_plan() -> None:
+    BLOCK_PLAN["feed_forward.w2"] = RowwiseParallel()  # E: spmd-untyped-boundary the plan is not read: `BLOCK_PLAN["feed_forward.w2"] = RowwiseParallel()` may change the plan `BLOCK_PLAN`, so the plan on mesh axis tp is checked without it
+
+
+def a_module_plan_changed_elsewhere(block: TransformerBlock, tp_mesh: DeviceMesh) -> None:
+    parallelize_module(block, tp_mesh, BLOCK_PLAN)

@@ -9,9 +9,9 @@ tuple of them), a constant (``SEQUENCE = Shard(1)``, ``NORM = SequenceParallel()
 a local of the calling function.  A call of a function of the same module
 whose body returns a style (``def rowwise(output=Replicate()): return
 RowwiseParallel(output_layouts=output)``) is that style, each parameter bound
-to the call's literal argument or its default; a conditional expression or an
-``if`` on such a parameter (``Shard(-1) if loss_parallel else Replicate()``)
-takes the branch its value chooses.  Anything else raises :class:`Unreadable`,
+to the call's literal argument or its default; a conditional expression on
+such a parameter (``Shard(-1) if loss_parallel else Replicate()``) takes the
+branch its value chooses.  Anything else raises :class:`Unreadable`,
 which says what was not read.
 """
 
@@ -222,8 +222,8 @@ def _bound_by(target: Expression, value: Expression, name: str) -> list[Expressi
         return [value] if target.name == name else []
     if isinstance(target, TupleExpr) and isinstance(value, TupleExpr) and len(target.items) == len(value.items):
         return [v for t, item in zip(target.items, value.items) for v in _bound_by(t, item, name)]
-    if isinstance(target, TupleExpr):
-        return [TupleExpr([])] if any(_bound_by(t, value, name) for t in target.items) else []
+    if isinstance(target, TupleExpr):  # unpacked from a value not written as a tuple: that value, not read
+        return [value] if any(_bound_by(t, value, name) for t in target.items) else []
     return []
 
 
@@ -245,7 +245,7 @@ def returned_value(helper: FuncDef, call: CallExpr, scope: Scope) -> tuple[Expre
         bound[key] = _bound_option(value, scope)
     for argument in helper.arguments:
         if argument.variable.name not in bound and argument.initializer is not None:
-            bound[argument.variable.name] = _bound_option(argument.initializer, scope)
+            bound[argument.variable.name] = _bound_option(argument.initializer, Scope(scope.tree, None))
     where = scope.entered(call, helper, {k: v for k, v in bound.items() if not isinstance(v, Unreadable)})
     returns = [s for s in statements_in(helper.body) if isinstance(s, ReturnStmt)]
     last = helper.body.body[-1] if helper.body.body else None

@@ -46,6 +46,7 @@ from mypy.nodes import (
     IntExpr,
     MemberExpr,
     NameExpr,
+    OperatorAssignmentStmt,
     OpExpr,
     RefExpr,
     UnaryExpr,
@@ -93,6 +94,29 @@ def built_without_gradient(expr: Expression, context: Context, api: CheckerPlugi
     if _under_no_grad(context, function, api) or implementation(api) is not None:
         return True
     return _Walk(function, api, fresh_factories_at=context).no_gradient(expr)
+
+
+ZERO_FACTORIES = frozenset({"zeros", "zeros_like"})
+"""Factories whose value is zero: zero is every type's value (a copy, a part of a sum, a piece)."""
+
+
+def built_as_zeros(expr: Expression, context: Context, api: CheckerPluginInterface) -> bool:
+    """Whether ``expr`` is, where ``context`` reads it, a fresh zero fill (``torch.zeros(...)``,
+    ``x.new_zeros(...)``, ``torch.zeros_like(x)``): a name bound to one by every assignment that may run before
+    ``context``, and written into in place by none of them (as :func:`built_without_gradient` asks)."""
+    if isinstance(expr, CallExpr):
+        return isinstance(expr.callee, (NameExpr, MemberExpr)) and _fresh_factory(expr, ZERO_FACTORIES)
+    function = current_function(api)
+    if not isinstance(expr, NameExpr) or function is None:
+        return False
+    before = _runs_before(function.body, context)
+    if _written_in_place(function.body, expr.name, before):
+        return False
+    values = [value for value in _assigned(function.body, expr.name)
+              if not _relabel_of(value, expr.name) and before(value.line)]
+    return bool(values) and all(
+        isinstance(value, CallExpr) and isinstance(value.callee, (NameExpr, MemberExpr))
+        and _fresh_factory(value, ZERO_FACTORIES) for value in values)
 
 
 class _Walk:
@@ -164,11 +188,11 @@ class _Walk:
         return known is None or contains_tensor(known)
 
 
-def _fresh_factory(call: CallExpr) -> bool:
-    """``torch.zeros(...)``, ``x.new_zeros(...)``: a constant factory not asked for ``requires_grad``."""
+def _fresh_factory(call: CallExpr, factories: frozenset[str] = CONSTANT_FACTORIES) -> bool:
+    """``torch.zeros(...)``, ``x.new_zeros(...)``: one of ``factories`` not asked for ``requires_grad``."""
     assert isinstance(call.callee, (NameExpr, MemberExpr))
     name = call.callee.name.removeprefix("new_")
-    return name in CONSTANT_FACTORIES and "requires_grad" not in call.arg_names
+    return name in factories and "requires_grad" not in call.arg_names
 
 
 def _runs_before(block: Block, asked: Context) -> Callable[[int], bool]:
@@ -181,10 +205,14 @@ def _runs_before(block: Block, asked: Context) -> Callable[[int], bool]:
 
 def _written_in_place(block: Block, name: str, before: Callable[[int], bool]) -> bool:
     """Whether a statement of ``block`` that ``before`` admits writes into ``name`` in place: ``name[i] = y``,
-    ``name.op_(...)``, ``out=name``."""
+    ``name += y``, ``name.op_(...)``, ``out=name``."""
     for statement in statements_in(block):
         if not before(statement.line):
             continue
+        if isinstance(statement, OperatorAssignmentStmt) and _is_name(
+            statement.lvalue.base if isinstance(statement.lvalue, IndexExpr) else statement.lvalue, name
+        ):
+            return True
         if isinstance(statement, AssignmentStmt) and any(
             isinstance(target, IndexExpr) and _is_name(target.base, name) for target in statement.lvalues
         ):

@@ -27,7 +27,11 @@ A value that carries no gradient (a mask, positions built by ``arange``, a
 buffer from ``new_zeros``: :func:`spmd_mypy.gradients.built_without_gradient`)
 has no backward for the relabel to get wrong, so relabelling its copies as
 ``R``, ``I`` or ``V`` is accepted (the vision encoders' ``R -> I`` on
-position tables).
+position tables); one built as zeros (``new_zeros``, ``torch.zeros``,
+``zeros_like``) is every type's zero, so any relabel of it is accepted
+(torchtitan's loss accumulator, ``R -> P``).  A relabel on an axis where
+x's type is not known is a declaration, as ``assert_type`` is: no rule is
+reported there.
 
 ``src`` must be x's type on the axis, where that is known (spmd_types
 raises there): otherwise ``spmd-assert``.  A call whose axes, ``src`` or
@@ -46,7 +50,7 @@ from mypy.types import Type
 
 from spmd_mypy import errorcodes, report
 from spmd_mypy.config import Config
-from spmd_mypy.gradients import built_without_gradient
+from spmd_mypy.gradients import built_as_zeros, built_without_gradient
 from spmd_mypy.representation import result_type, spmd_members, unknown_tensor, updated_members
 from spmd_mypy.spmd_types_api.asserting import partly_unknown, source_text, tensor_argument
 from spmd_mypy.spmd_types_api.reading import Site, axis_name, axis_type, site_of
@@ -85,8 +89,9 @@ def mutate_type_hook(settings: Config) -> Callable[[FunctionContext], Type]:
         shown = source_text(ctx, call.args[0]) or "x"
         axis_written = source_text(ctx, written["axis"]) if "axis" in written else None
         gradient_free = built_without_gradient(call.args[0], call, ctx.api)
+        zeros = gradient_free and built_as_zeros(call.args[0], call, ctx.api)
         for axis, src, dst in updates:
-            if not (gradient_free and _same_data(src, dst)):
+            if _known_on(given, axis) and not zeros and not (gradient_free and _same_data(src, dst)):
                 _check_relabel(ctx, shown, axis_written or f'"{axis}"', axis, src, dst)
 
         checked = not partly_unknown(given)
@@ -116,6 +121,14 @@ def _report_unread(ctx: FunctionContext, shown: str, given: Type) -> None:
                 f"spmd.mutate_type's axis, src or dst is not written out: {shown} ({' | '.join(map(str, known))}) "
                 f"is unknown after it. Fix: write them out: one call per axis, or a loop over the axes written out "
                 f"(for axis in ({written}):) with src and dst spmd.R, I, V, P or S(k).", errorcodes.UNTYPED_BOUNDARY)
+
+
+def _known_on(given: Type, axis: str) -> bool:
+    """Whether every member of ``given`` has a known type on ``axis``: a relabel of a value the checker does
+    not know there is a declaration of it, as an ``assert_type`` of it is (the gradual boundary it sits on is
+    where strict mode reports)."""
+    known = spmd_members(given)
+    return bool(known) and all(t is not None and t.get(axis) is not None for t in known)
 
 
 def _same_data(src: AxisType, dst: AxisType) -> bool:

@@ -51,12 +51,41 @@ def counts_reduce_scattered_per_axis(num_tokens_per_expert: torch.Tensor) -> Non
 
 
 def loss_accumulator_relabelled(hidden_states: torch.Tensor) -> None:
-    """components/loss.py's loop over a dict's items: zeros relabelled as a sum's parts."""
+    """components/loss.py's loop over a dict's items: zeros relabelled as a sum's parts (zero is every type's
+    value)."""
     total_loss = hidden_states.new_zeros(())
     spmd.assert_type(total_loss, {"dp": spmd.R, "cp": spmd.R, "tp": spmd.R})
     for axis_name, dst in {"dp": spmd.P, "cp": spmd.P, "tp": spmd.I}.items():
-        total_loss = spmd.mutate_type(total_loss, axis_name, src=spmd.R, dst=dst)  # E: spmd-runtime-rule relabels R@dp as P@dp  # E: spmd-runtime-rule relabels R@cp as P@cp
+        total_loss = spmd.mutate_type(total_loss, axis_name, src=spmd.R, dst=dst)
     reveal_type(total_loss)  # N: Tensor[P@cp, P@dp, I@tp]
+
+
+def ones_relabelled_as_parts(hidden_states: torch.Tensor) -> None:
+    """Ones are no zeros: their copies relabelled as a sum's parts sum to the axis size."""
+    count = hidden_states.new_ones(())
+    spmd.assert_type(count, {"dp": spmd.R})
+    count = spmd.mutate_type(count, "dp", src=spmd.R, dst=spmd.P)  # E: spmd-runtime-rule relabels R@dp as P@dp
+
+
+def accumulator_filled_then_relabelled(hidden_states: torch.Tensor, loss: torch.Tensor) -> None:
+    total_loss = hidden_states.new_zeros(())
+    total_loss += loss
+    spmd.assert_type(total_loss, {"dp": spmd.R})
+    total_loss = spmd.mutate_type(total_loss, "dp", src=spmd.R, dst=spmd.P)  # E: spmd-runtime-rule relabels R@dp as P@dp
+
+
+def table_accumulated_then_relabelled(learned_pos_embed: torch.Tensor, n: int) -> None:
+    pos_embeds = learned_pos_embed.new_zeros(n, n)
+    pos_embeds += learned_pos_embed
+    spmd.assert_type(pos_embeds, {"tp": spmd.R})
+    pos_embeds = spmd.mutate_type(pos_embeds, "tp", src=spmd.R, dst=spmd.I)  # E: spmd-runtime-rule the SPMD spec's reinterpret(R,I) runs convert(I,P) on the gradient
+
+
+def counts_relabelled_undeclared(num_tokens_per_expert: torch.Tensor) -> None:
+    """token_dispatcher.py's counts, a parameter of no known type: the relabel declares them, as assert_type
+    would."""
+    for axis in ["dp", "cp", "tp"]:
+        spmd.mutate_type(num_tokens_per_expert, axis, src=spmd.P, dst=spmd.V)
 
 
 def loss_accumulator_converted(hidden_states: torch.Tensor) -> None:

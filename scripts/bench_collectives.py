@@ -42,6 +42,16 @@ rather than mapped afresh.  With ``--validate`` the typed
 calls run in validation mode (each first checks that the ranks agree):
 typed/raw is then that mode's cost.
 
+``uneven all_to_all`` is a mixture of experts' token dispatch: each rank's
+``x`` goes out in parts of uneven lengths, in proportion 1 : 2 : ... :
+world size, turned by the rank (so every rank also receives uneven parts,
+from each rank its own length), the counts made once per size as a
+dispatcher's counts exchange would give them.  Its raw call is Megatron's
+``_AllToAll`` forward; in the simulated world, whose c10d emulation takes
+no per-rank lengths, the functional collective.  Its ``--layers`` rows are
+its site and its group call (its ``src`` and ``dst``, ``V``, are made once
+either way).
+
 =====================================  ===========================================
 typed                                  raw
 =====================================  ===========================================
@@ -50,6 +60,9 @@ all_reduce_(x, ax, src=P, dst=R)       dist.all_reduce(x)
 all_gather(x, ax, src=S(0), dst=R)     dist.all_gather_single(out, x)
 reduce_scatter(x, ax, src=P, dst=S(0)) dist.reduce_scatter_single(out, x)
 all_to_all(x, ax, src=S(0), dst=S(0))  dist.all_to_all_single(out, x)
+all_to_all(x, ax, src=V, dst=V,        dist.all_to_all_single(out, x, received,
+input_split_sizes=sent,                sent)
+output_split_sizes=received)
 =====================================  ===========================================
 """
 
@@ -65,13 +78,15 @@ from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 import torch.multiprocessing as mp
 from steady_malloc import add_option, steady_malloc
 from torch.distributed._local_tensor import LocalTensorMode
 
 import spmd_stubs as spmd
-from spmd_stubs import P, R, S, _comm
-from spmd_stubs._dispatch import call_site
+from spmd_stubs import P, R, S, V, _comm
+from spmd_stubs._comm import Rows
+from spmd_stubs._dispatch import _Site, call_site
 from spmd_stubs.types import MeshAxis, to_axis_type
 
 WORLD = 4
@@ -123,6 +138,46 @@ PAIRS: dict[str, Pair] = {
     "reduce_scatter": (lambda x: spmd.reduce_scatter(x, world, src=P, dst=S(0)), _raw_reduce_scatter),
     "all_to_all": (lambda x: spmd.all_to_all(x, world, src=S(0), dst=S(0)), _raw_all_to_all),
 }
+
+
+UNEVEN = "uneven all_to_all"
+
+
+def uneven_counts(n: int) -> list[list[int]]:
+    """Row ``r``: the lengths rank ``r`` sends each rank, of its ``n`` floats (the module docstring's proportions)."""
+    total = WORLD * (WORLD + 1) // 2
+    counts = [[n * ((r + k) % WORLD + 1) // total for k in range(WORLD)] for r in range(WORLD)]
+    for row in counts:
+        row[-1] += n - sum(row)
+    return counts
+
+
+def _uneven_pair(sent: list[Any], received: list[Any], simulated: bool) -> Pair:
+    """The uneven exchange of this rank's counts (``SymInt``s of every rank's in the simulated world), typed and raw."""
+    typed = lambda x: spmd.all_to_all(x, world, src=V, dst=V, input_split_sizes=sent, output_split_sizes=received)  # noqa: E731
+
+    def raw(x: torch.Tensor) -> torch.Tensor:
+        if simulated:
+            return funcol.all_to_all_single(x, received, sent, dist.group.WORLD).wait()  # type: ignore[arg-type]
+        out = x.new_empty(sum(received))
+        dist.all_to_all_single(out, x, received, sent)
+        return out
+
+    return typed, raw
+
+
+def _uneven_layers(sent: list[int], received: list[int]) -> dict[str, Pair]:
+    """``--layers`` of the uneven exchange: its site, made beforehand, with its rows; its group call."""
+    group = dist.group.WORLD
+    assert group is not None
+    site = call_site("all_to_all", world, to_axis_type(V), to_axis_type(V))
+    assert isinstance(site, _Site)
+    rows = Rows(list(sent), list(received))
+    raw = _uneven_pair(sent, received, simulated=False)[1]
+    return {
+        f"{UNEVEN}: its site, made beforehand": (lambda x: site(x, rows), raw),
+        f"{UNEVEN}: its group call": (lambda x: _comm.group_exchange_rows(group, received, sent, x), raw),
+    }
 
 
 CONTROL: dict[str, Pair] = {"control: raw all_reduce_ vs itself": (_raw_all_reduce_in_place, _raw_all_reduce_in_place)}
@@ -193,15 +248,18 @@ def _time_pair(pair: Pair, x: torch.Tensor, iters: int, flip: int) -> tuple[Time
     return (wall[0] / iters, cpu[0] / iters), (wall[1] / iters, cpu[1] / iters)
 
 
-Rows = list[tuple[str, int, dict[str, list[Times]]]]
+Table = list[tuple[str, int, dict[str, list[Times]]]]
 
 
-def _bench(make: Callable[[int], torch.Tensor], size: int, args: argparse.Namespace) -> Rows:
-    """Per collective: typed and raw, each round's times on this rank; ``make(n)`` gives an input of n floats."""
+def _bench(
+    make: Callable[[int], torch.Tensor], uneven: Callable[[int], dict[str, Pair]], size: int, args: argparse.Namespace
+) -> Table:
+    """Per collective: typed and raw, each round's times on this rank; ``make(n)`` gives an input of n floats,
+    ``uneven(n)`` the uneven exchange's rows for it."""
     rows = []
     x = make(size // 4)
     iters = max(args.calls, (1 << 18) // size)
-    pairs = {**PAIRS, **(_layers() if args.layers else {}), **(CONTROL if args.control else {})}
+    pairs = {**PAIRS, **uneven(size // 4), **(_layers() if args.layers else {}), **(CONTROL if args.control else {})}
     for name, pair in pairs.items():
         given = torch.zeros_like(x) if name.split(":")[0] in IN_PLACE else x
         pair[0](given), pair[1](given)  # warm-up
@@ -257,8 +315,15 @@ def _worker(rank: int, port: int, args: argparse.Namespace, sizes: list[int]) ->
     spmd.bind_groups({world: dist.group.WORLD})
     if rank == 0:
         _header(f"{WORLD} {args.backend} ranks, {args.device} tensors, {malloc}", args.rounds)
+
+    def uneven(n: int) -> dict[str, Pair]:
+        counts = uneven_counts(n)
+        sent, received = counts[rank], [row[rank] for row in counts]
+        layers = _uneven_layers(sent, received) if args.layers else {}
+        return {UNEVEN: _uneven_pair(sent, received, simulated=False), **layers}
+
     for size in sizes:
-        for name, size, times in _bench(lambda n: torch.randn(n, device=device), size, args):
+        for name, size, times in _bench(lambda n: torch.randn(n, device=device), uneven, size, args):
             gathered: list[Any] = [None] * WORLD
             dist.all_gather_object(gathered, times)
             if rank == 0:
@@ -284,8 +349,14 @@ def _simulated(args: argparse.Namespace, sizes: list[int]) -> None:
         def make(n: int) -> torch.Tensor:
             return mode.rank_map(lambda r: torch.randn(n, device=args.device))
 
+        def uneven(n: int) -> dict[str, Pair]:
+            counts = uneven_counts(n)
+            sent = mode.rank_map(lambda r: torch.tensor(counts[r])).tolist()
+            received = mode.rank_map(lambda r: torch.tensor([row[r] for row in counts])).tolist()
+            return {UNEVEN: _uneven_pair(sent, received, simulated=True)}
+
         for size in sizes:
-            for name, size, times in _bench(make, size, args):
+            for name, size, times in _bench(make, uneven, size, args):
                 print(_row(name, size, [times]), flush=True)
     _footer()
     dist.destroy_process_group()

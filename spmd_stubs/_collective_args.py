@@ -11,6 +11,11 @@ docs/spec.md#transitions); this module checks what the types do not say:
 ``split_sizes=``, the partition specs ``redistribute`` takes, and the shapes
 the ranks pass (only after the fact: see :func:`backend_error`, which also
 tells a peer rank that died or stopped answering from a mismatch).
+An uneven all-to-all's ``input_split_sizes=``/``output_split_sizes=`` are
+checked here for their form (:func:`checked_rows`) and against this rank's
+rows (:func:`check_rows_sent`); that its src/dst are V is the algebra's
+(:func:`spmd_stubs.core.comms.check_row_exchange`), and whether the ranks'
+sizes match each other validation mode's (:mod:`spmd_stubs._validation`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any, Optional, Sequence
 import torch
 import torch.distributed as dist
 
+from spmd_stubs._comm import Length, Rows
 from spmd_stubs.core import AxisType, Step, TensorType, planner
 from spmd_stubs.types import AxisAnnotation, axis_name
 
@@ -41,6 +47,63 @@ def checked_split_sizes(
     return sizes
 
 
+def checked_rows(
+    input_split_sizes: Optional[Sequence[Length]],
+    output_split_sizes: Optional[Sequence[Length]],
+    size: int,
+    label: str,
+    eager: bool,
+) -> Rows:
+    """An uneven all-to-all's sizes as :class:`Rows`: both given, one row count per rank of axis ``label``.
+
+    ``eager`` (on real ranks): the counts are ints (from ``tolist()``);
+    otherwise (simulated, traced) a count may be a ``SymInt``, different per
+    rank.  Eager checks run in C where they can: a call's Python is what the
+    raw call does not pay.
+    """
+    if input_split_sizes is None or output_split_sizes is None:
+        given, missing = ("input", "output") if output_split_sizes is None else ("output", "input")
+        raise ValueError(
+            f"all_to_all(x, {label}, src=V, dst=V) got {given}_split_sizes= without {missing}_split_sizes=: an "
+            f"uneven exchange needs both, what this rank sends each rank and what it receives from each. Fix: "
+            f"pass both; output_split_sizes is what the ranks' input_split_sizes hold for this rank, e.g. "
+            f"all_to_all(torch.tensor(input_split_sizes), {label}, src=V, dst=V).tolist()"
+        )
+    rows = Rows(list(input_split_sizes), list(output_split_sizes))  # copies: the backward runs after the caller's edits
+    sent, received = rows
+    if len(sent) != size or _negative(sent, eager):
+        name, sizes = "input_split_sizes", sent
+    elif len(received) != size or _negative(received, eager):
+        name, sizes = "output_split_sizes", received
+    else:
+        return rows
+    raise ValueError(
+        f"all_to_all(x, {label}, src=V, dst=V) got {name}={sizes}, which must give one non-negative row count "
+        f"per rank of axis {label} ({size} ranks)"
+    )
+
+
+def _negative(sizes: list[Length], eager: bool) -> bool:
+    """Whether a count is negative; a ``SymInt`` (simulated, traced) is left to torch, since its
+    comparison asks every rank to agree."""
+    if eager:
+        return min(sizes, default=0) < 0
+    return any(isinstance(s, int) and s < 0 for s in sizes)
+
+
+def check_rows_sent(x: torch.Tensor, rows: Rows, label: str) -> None:
+    """``x``'s dim 0 holds the rows ``input_split_sizes`` sends, no more, no fewer."""
+    sent = rows.input_split_sizes
+    if x.dim() == 0 or x.shape[0] != sum(sent):
+        rows_held = "no dim 0" if x.dim() == 0 else f"{x.shape[0]} rows"
+        raise ValueError(
+            f"all_to_all(x, {label}, src=V, dst=V) got input_split_sizes={list(sent)}, which send "
+            f"{sum(sent)} rows of dim 0, but x has shape {tuple(x.shape)} ({rows_held}). Fix: count "
+            f"input_split_sizes over x's own rows (entry k: the rows for rank k of {label}, in order), "
+            f"e.g. torch.bincount(owner_of_each_row, minlength={len(sent)}).tolist() with x sorted by owner"
+        )
+
+
 _MISMATCH_FIX = {
     "all_reduce": "make the ranks' x the same shape before the call (the reduction is elementwise), "
     "e.g. pad the shorter ones with torch.nn.functional.pad",
@@ -48,8 +111,9 @@ _MISMATCH_FIX = {
     "shard dim pass split_sizes= (one length per rank) with src=S(i)",
     "reduce_scatter": "make the ranks' x the same shape before the call; pass split_sizes= with dst=S(i) "
     "to give the ranks parts of different lengths",
-    "all_to_all": "make the ranks' x the same shape before the call; pass split_sizes= with S(i) for "
-    "parts of different lengths",
+    "all_to_all": "make the ranks' x the same shape before the call; for rows of different counts pass "
+    "src=V, dst=V with input_split_sizes= and output_split_sizes=, each rank's output_split_sizes[j] being "
+    "rank j's input_split_sizes entry for it (SPMD_VALIDATE=1 compares them)",
 }
 
 

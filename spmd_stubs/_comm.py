@@ -1,4 +1,4 @@
-"""The four communication primitives the kernels are made of.
+"""The communication primitives the kernels are made of.
 
 Each runs as an in-place ``torch.distributed`` (c10d) call on a fresh output
 buffer when it runs eagerly on a real process group, and as a functional
@@ -26,7 +26,7 @@ call site of a typed collective calls them itself, past the layers above
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar, cast
+from typing import Callable, NamedTuple, TypeVar, Union, cast
 
 import torch
 import torch.distributed as dist
@@ -39,6 +39,8 @@ _Reducing = TypeVar("_Reducing", AllreduceOptions, ReduceScatterOptions)
 
 __all__ = [
     "REDUCE_OPS",
+    "Rows",
+    "exchange_rows",
     "all_reduce_on",
     "all_reduce_into",
     "all_gather_on",
@@ -52,6 +54,7 @@ __all__ = [
     "group_all_gather",
     "group_reduce_scatter",
     "group_all_to_all",
+    "group_exchange_rows",
 ]
 
 REDUCE_OPS = {
@@ -234,6 +237,41 @@ def all_to_all_rows(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
     return out
 
 
+Length = Union[int, torch.SymInt]
+"""A row count: an ``int``, or in the simulated world a ``SymInt`` whose value differs by rank."""
+
+
+class Rows(NamedTuple):
+    """The rows an uneven all-to-all exchanges, as this rank passes them.
+
+    ``input_split_sizes[k]``: the rows of dim 0 this rank sends rank ``k`` (in
+    order, so they sum to its dim 0); ``output_split_sizes[j]``: the rows it
+    receives from rank ``j``, which must be rank ``j``'s ``input_split_sizes``
+    entry for this rank.
+    """
+
+    input_split_sizes: list[Length]
+    output_split_sizes: list[Length]
+
+    def reversed(self) -> Rows:
+        """The exchange that sends every row back where it came from: the backward's."""
+        return Rows(self.output_split_sizes, self.input_split_sizes)
+
+
+def exchange_rows(x: torch.Tensor, group: dist.ProcessGroup, rows: Rows) -> torch.Tensor:
+    """Rows ``rows.input_split_sizes[k]`` of dim 0 go to rank ``k``; the result concatenates what each rank sent here."""
+    if functional(x):
+        return _wait(funcol.all_to_all_single(x.contiguous(), rows.output_split_sizes, rows.input_split_sizes, group))  # type: ignore[arg-type]
+    # Eager on real ranks: every length is an int (a SymInt comes of a simulated tensor only).
+    received, sent = cast("list[int]", rows.output_split_sizes), cast("list[int]", rows.input_split_sizes)
+    if straight_to_group(x):
+        return group_exchange_rows(group, received, sent, x)
+    x = x.contiguous()
+    out = x.new_empty(sum(received), *x.shape[1:])
+    dist.all_to_all_single(out, x, received, sent, group=group)
+    return out
+
+
 # --------------------------------------------------------------------------
 # Straight to the group: eager calls where :func:`straight_to_group` holds
 # --------------------------------------------------------------------------
@@ -293,6 +331,16 @@ def group_all_to_all(group: dist.ProcessGroup, x: torch.Tensor) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
     work = group.all_to_all_single(out, x, [], [], _ALL_TO_ALL_OPTIONS)
+    if work is not None:
+        work.wait()
+    return out
+
+
+def group_exchange_rows(group: dist.ProcessGroup, received: list[int], sent: list[int], x: torch.Tensor) -> torch.Tensor:
+    """:func:`exchange_rows`, straight to the group: ``sent[k]`` rows to rank ``k``, ``received[j]`` from rank ``j``."""
+    x = x.contiguous()
+    out = x.new_empty(sum(received), *x.shape[1:])
+    work = group.all_to_all_single(out, x, received, sent, _ALL_TO_ALL_OPTIONS)
     if work is not None:
         work.wait()
     return out

@@ -10,7 +10,9 @@ pass alike (:class:`Call`: the collective with its src/dst, all_reduce's
 ``op=``, ``split_sizes=``, the group's members as this rank's torch
 recorded them, the shape and dtype of its ``x``); if they disagree, every
 rank raises the same ``ValueError`` naming the ranks, what each passed, and
-the fix.
+the fix.  An uneven all-to-all's row counts differ by rank by design: once
+the calls agree, one more all_gather of every rank's counts checks that
+each rank receives what the others send it (:func:`check_rows`).
 
 On with ``SPMD_VALIDATE=1`` in the environment (read at import, like
 ``TORCH_DISTRIBUTED_DEBUG``) or :func:`set_validation`.
@@ -26,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from spmd_stubs._collective_args import lost_peer
-from spmd_stubs._comm import functional, registered
+from spmd_stubs._comm import Rows, functional, registered
 from spmd_stubs._kernels import Comm
 from spmd_stubs.core import Step
 
@@ -46,8 +48,11 @@ class Call(NamedTuple):
     """The group's global ranks in group order, as this rank's torch recorded them (None: a group
     torch never registered)."""
     shape: tuple[Optional[int], ...]
-    """The shape of x; None where the parts may differ (the split dim, with ``split_sizes=``)."""
+    """The shape of x; None where the parts may differ (the split dim, with ``split_sizes=``; dim 0 of an
+    uneven all-to-all)."""
     dtype: str
+    uneven: bool = False
+    """An all-to-all given ``input_split_sizes=``/``output_split_sizes=`` (their values are checked after)."""
 
 
 def set_validation(enabled: bool) -> None:
@@ -62,20 +67,26 @@ def between_real_ranks(x: torch.Tensor) -> bool:
     return not functional(x)
 
 
-def check_agreement(step: Step, comm: Comm, x: torch.Tensor, op: Optional[str] = None) -> None:
+def check_agreement(
+    step: Step, comm: Comm, x: torch.Tensor, op: Optional[str] = None, rows: Optional[Rows] = None
+) -> None:
     """Raise the same ``ValueError`` on every rank of ``comm``'s group if they call differently.
 
-    ``op``: all_reduce's ``op=`` as written.  One exchange of one integer per
-    rank (a digest of the call) when they agree; only a disagreement pays for
-    exchanging the calls themselves.  A peer rank lost during the exchange is
+    ``op``: all_reduce's ``op=`` as written; ``rows``: an uneven
+    all-to-all's counts.  One exchange of one integer per rank (a digest of
+    the call) when they agree, and for ``rows`` one of the counts
+    (:func:`check_rows`); only a disagreement pays for exchanging the calls
+    themselves.  A peer rank lost during the exchange is
     :func:`spmd_stubs._collective_args.lost_peer`'s error.
     """
-    mine = _call_of(step, comm, x, op)
+    mine = _call_of(step, comm, x, op, rows is not None)
     digest = torch.tensor([_digest(mine)], dtype=torch.int64, device=x.device)
     digests = [torch.empty_like(digest) for _ in range(comm.size)]
     try:
         dist.all_gather(digests, digest, group=comm.group)
         if all(bool(d == digest) for d in digests):
+            if rows is not None:
+                check_rows(comm, x, rows)
             return
         # Each rank's own global rank: the ranks may disagree on the group's members.
         calls: list[Optional[tuple[int, Call]]] = [None] * comm.size
@@ -100,16 +111,56 @@ def _digest(call: Call) -> int:
     return int.from_bytes(hashlib.blake2b(repr(call).encode(), digest_size=7).digest(), "big")
 
 
-def _call_of(step: Step, comm: Comm, x: torch.Tensor, op: Optional[str]) -> Call:
+def _call_of(step: Step, comm: Comm, x: torch.Tensor, op: Optional[str], uneven: bool) -> Call:
     shape: tuple[Optional[int], ...] = tuple(x.shape)
     varying = step.src if step.src.shard is not None else step.dst
     if comm.split_sizes is not None and varying.shard is not None and x.dim():
         # Uneven parts differ along the split dim by design.
         dim = varying.shard % x.dim()
         shape = shape[:dim] + (None,) + shape[dim + 1 :]
-    members = tuple(dist.get_process_group_ranks(comm.group)) if registered(comm.group) else None
+    if uneven and x.dim():
+        shape = (None, *shape[1:])  # each rank sends its own number of rows
     dtype = str(x.dtype).removeprefix("torch.")
-    return Call(step.call(comm.axis), op, comm.split_sizes, members, shape, dtype)
+    return Call(step.call(comm.axis), op, comm.split_sizes, _members(comm), shape, dtype, uneven)
+
+
+def _members(comm: Comm) -> Optional[tuple[int, ...]]:
+    """The group's global ranks in group order, as this rank's torch recorded them (None: never registered)."""
+    return tuple(dist.get_process_group_ranks(comm.group)) if registered(comm.group) else None
+
+
+def check_rows(comm: Comm, x: torch.Tensor, rows: Rows) -> None:
+    """Raise the same ``ValueError`` on every rank unless each rank ``j``'s ``output_split_sizes[i]`` is rank
+    ``i``'s ``input_split_sizes[j]`` and each rank's x holds the rows it sends.
+
+    Every rank's counts (and its number of rows) are gathered, so every rank
+    sees every disagreement and names the same ranks and sizes.
+    """
+    n = comm.size
+    held = x.shape[0] if x.dim() else -1
+    mine = torch.tensor([*rows.input_split_sizes, *rows.output_split_sizes, held], dtype=torch.int64, device=x.device)
+    gathered = [torch.empty_like(mine) for _ in range(n)]
+    dist.all_gather(gathered, mine, group=comm.group)
+    table: list[list[int]] = [t.tolist() for t in gathered]
+    rank = list(_members(comm) or range(n))
+    said = [
+        f"rank {rank[i]} sends rank {rank[k]} {table[i][k]} rows (input_split_sizes[{k}] on rank {rank[i]}), but "
+        f"rank {rank[k]} expects {table[k][n + i]} from it (output_split_sizes[{i}] on rank {rank[k]})"
+        for i in range(n) for k in range(n) if table[i][k] != table[k][n + i]
+    ]
+    said += [
+        f"rank {rank[i]} sends {sum(table[i][:n])} rows in all (its input_split_sizes={table[i][:n]}), but its x "
+        f"{'has no dim 0' if table[i][2 * n] < 0 else f'holds {table[i][2 * n]} on dim 0'}"
+        for i in range(n) if sum(table[i][:n]) != table[i][2 * n]
+    ]
+    if said:
+        raise ValueError(
+            f"all_to_all(x, {comm.axis}, src=V, dst=V) with input_split_sizes=/output_split_sizes=: the {n} ranks "
+            f"of axis {comm.axis}'s group disagree on the rows they exchange ({'; '.join(said)}). Fix: give each "
+            f"rank the output_split_sizes its peers' input_split_sizes imply, by exchanging the counts first: "
+            f"output_split_sizes = all_to_all(torch.tensor(input_split_sizes), {comm.axis}, src=V, dst=V).tolist(); "
+            f"and count input_split_sizes over x's own rows."
+        )
 
 
 def _written(call: Call, differing: set[str]) -> str:

@@ -201,6 +201,8 @@ def all_to_all(
     *,
     src: SpmdTypeLike,
     dst: SpmdTypeLike,
+    input_split_sizes: Optional[Sequence[int]] = None,
+    output_split_sizes: Optional[Sequence[int]] = None,
     group: Optional[dist.ProcessGroup] = None,
 ) -> torch.Tensor:
     """``all_to_all(x, axis, src=V, dst=V)`` or ``(src=S(i), dst=S(j))``.
@@ -214,8 +216,24 @@ def all_to_all(
         [A0, A1, A2]      [A0, B0, C0]
         [B0, B1, B2]  =>  [A1, B1, C1]
         [C0, C1, C2]      [A2, B2, C2]
+
+    ``(V, V)`` with ``input_split_sizes`` and ``output_split_sizes`` (both,
+    one row count per rank): uneven rows, a mixture of experts' token
+    dispatch.  This rank's dim 0 is cut into parts of ``input_split_sizes``
+    rows, part k going to rank k; the result concatenates on dim 0 the parts
+    each rank sent here, ``output_split_sizes[j]`` rows from rank j, which
+    must be rank j's ``input_split_sizes`` entry for this rank (exchange
+    the counts first: an ``all_to_all(V, V)`` of integers).  The backward
+    sends every row's gradient back: the exchange with the two sizes
+    swapped.  Forward, rank 0 sending 1 then 2 rows, rank 1 2 then 1::
+
+        [a, b, c]      [a, d, e]
+        [d, e, f]  =>  [b, c, f]
     """
-    return typed_call("all_to_all", x, axis, src, dst, group=group)
+    return typed_call(
+        "all_to_all", x, axis, src, dst, group=group,
+        input_split_sizes=input_split_sizes, output_split_sizes=output_split_sizes,
+    )
 
 
 # --------------------------------------------------------------------------

@@ -372,6 +372,59 @@ def check_source(op: str, declared: AxisType, actual: AxisType, axis: str, dst: 
     )
 
 
+ROW_COUNTS = ("input_split_sizes", "output_split_sizes")
+"""The arguments that make ``all_to_all(V, V)`` uneven: one row count per rank, sent and received."""
+
+
+def check_row_exchange(src: AxisType, dst: AxisType, axis: str, actual: AxisType | None = None) -> None:
+    """``all_to_all`` given :data:`ROW_COUNTS` (a token dispatch) takes V to V from an input that varies.
+
+    Each rank's rows go to their owners and each rank gets the rows meant
+    for it: a per-rank value in, a per-rank value out.  S(i) parts are
+    pieces of one whole in rank order, which uneven rows scramble; an
+    ``actual`` input the same on every rank (R, I) would arrive once from
+    each rank, and the parts of a pending reduction (P) would never meet
+    again.  Raises ``spmd-collective`` with the fix, a choice: the row
+    counts are the caller's.
+    """
+    uneven = "with input_split_sizes=/output_split_sizes="
+    if src != Varying or dst != Varying:
+        raise SpmdTypeError(
+            Code.COLLECTIVE,
+            axis,
+            f"all_to_all(src={src}, dst={dst}) {uneven} does not exist on axis {axis}: uneven rows go from each "
+            f"rank to their owners, which takes V@{axis} to V@{axis}, while S(i) parts are pieces of one whole "
+            f"in rank order. Fix: pass src=V, dst=V, keeping the split sizes.",
+        )
+    problem = row_exchange_problem(actual, axis) if actual is not None else None
+    if actual is None or problem is None:
+        return
+    why, fix = problem
+    raise SpmdTypeError(
+        Code.COLLECTIVE,
+        axis,
+        f"all_to_all {uneven} sends each rank's own rows to their owners, but the input is {actual.on(axis)} on "
+        f"axis {axis}: {why}. Fix: {fix}.",
+    )
+
+
+def row_exchange_problem(actual: AxisType, axis: str) -> tuple[str, str] | None:
+    """Why an ``actual`` input cannot have its rows exchanged by counts on ``axis``, and the fix (None: it can,
+    it varies)."""
+    if actual.kind is V:
+        return None
+    if actual.kind is P:
+        return (f"each rank holds a part of a pending {actual.reduce}, and the parts of one row sent to different "
+                f"ranks are never reduced",
+                f"first reduce_scatter(x, {axis}, src={actual}, dst=S(0)), each rank's share of the reduced rows, "
+                f"and count input_split_sizes over that share")
+    return (f"every rank of {axis} holds the same rows, so each would send its copy and every row would arrive "
+            f"once from each rank (and its gradient be summed as often)",
+            f"first convert(x, {axis}, src={actual}, dst=S(0)) to keep this rank's share of the rows, and count "
+            f"input_split_sizes over that share; or, if each rank's x holds rows of its own, type it V@{axis} "
+            f"where it is made")
+
+
 def _source_fix(op: str, declared: AxisType, actual: AxisType, axis: str, dst: AxisType | None,
                 expert_mode: bool) -> tuple[str, str | None]:
     """The fix of a wrong ``src=``, and the call that replaces ``op``'s (None without a ``dst``)."""

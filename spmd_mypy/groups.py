@@ -63,10 +63,11 @@ from mypy.util import correct_relative_import
 
 from spmd_mypy.annotations import axes_of
 from spmd_mypy.config import AxisNames
-from spmd_mypy.fullnames import GROUP_OF
+from spmd_mypy.fullnames import CALLED_VALUE, GROUP_OF
 from spmd_mypy.group_types import axis_of_type, typed_group
 from spmd_mypy.representation import typed_tensors_in
 from spmd_mypy.statements import class_of, functions_in, nested_blocks
+from spmd_mypy.wrappers import marked
 
 __all__ = ["axis_of_group", "declaration_for", "followed", "group_axis", "group_call_hook", "group_of_hook",
            "mesh_group_hook", "named_for", "passed_to"]
@@ -116,6 +117,7 @@ def group_axis(ctx: FunctionContext, group: tuple[Expression, Type], declared: A
 
 def named_axis(group: Expression, declared: AxisNames, tree: MypyFile) -> str | None:
     """The axis ``group`` names by itself: a declared attribute or function, a mesh lookup, ``group_of``."""
+    group = _unwrapped(group)
     if isinstance(group, (MemberExpr, NameExpr)):
         return declared.of_attribute(group.name)
     if not isinstance(group, CallExpr):
@@ -134,10 +136,22 @@ def followed(expr: Expression, scope: FuncItem, names: Callable[[Expression], st
     name the same axis: an assignment that names none (``group =
     new_group(ranks)``) leaves the name unknown.  A parameter's first
     source is its declared type, else what every call in ``tree`` passes it
-    (:func:`passed_to`).
+    (:func:`passed_to`).  A source that leads back to a name being followed
+    adds nothing: a Function whose ``backward`` applies it again with
+    ``ctx.group``, which ``forward`` set from its ``group`` (Megatron's
+    ``_AllToAll``).
     """
+    axes = _source_axes(expr, scope, names, tree, depth, frozenset())
+    return axes.pop() if len(axes) == 1 else None
+
+
+def _source_axes(expr: Expression, scope: FuncItem, names: Callable[[Expression], str | None], tree: MypyFile | None,
+                 depth: int, following: frozenset[tuple[int, str]]) -> set[str | None]:
+    """:func:`followed`'s axes of every source of ``expr`` (None: a source naming none), less those of sources
+    that lead back to one of ``following``."""
     if depth == 0:
-        return None
+        return {None}
+    following = following | {_followed_key(expr, scope)}
     axes: set[str | None] = set()
     if isinstance(expr, NameExpr) and isinstance(expr.node, Var):
         sources: list[tuple[Expression, FuncItem | None]] = [
@@ -150,16 +164,28 @@ def followed(expr: Expression, scope: FuncItem, names: Callable[[Expression], st
             else:
                 passed = passed_to(scope, expr.name, tree) if tree is not None else []
                 if not passed:
-                    return None
+                    return {None}
                 sources += passed
     elif isinstance(expr, MemberExpr) and isinstance(expr.expr, NameExpr) and _owner_argument(scope, expr.expr.name):
         sources = [(rvalue, method) for method in _methods(scope)
                    for rvalue in _assigned(method, lambda target: _is_attribute(target, method, expr.name))]
     else:
-        return None
-    axes.update(names(value) or (followed(value, where, names, tree, depth - 1) if where is not None else None)
-                for value, where in sources)
-    return axes.pop() if len(axes) == 1 else None
+        return {None}
+    for value, where in sources:
+        named = names(value)
+        if named is not None or where is None:
+            axes.add(named)
+        elif _followed_key(value, where) not in following:
+            axes |= _source_axes(value, where, names, tree, depth - 1, following)
+    return axes
+
+
+def _followed_key(expr: Expression, scope: FuncItem) -> tuple[int, str]:
+    """What :func:`followed` follows: a name in its function, an attribute in its class (any other expression
+    is followed nowhere, so its key, unique to it, never recurs)."""
+    if isinstance(expr, MemberExpr):
+        return id(class_of(scope)), f".{expr.name}"
+    return (id(scope), expr.name) if isinstance(expr, NameExpr) else (id(expr), "")
 
 
 def passed_to(function: FuncItem, name: str, tree: MypyFile) -> list[tuple[Expression, FuncItem | None]]:
@@ -292,9 +318,18 @@ def declaration_for(group: Expression, tree: MypyFile) -> str | None:
 
     None where no declaration can name it (a variable, a method's result).
     """
+    group = _unwrapped(group)
     if isinstance(group, MemberExpr):
         return f"*.{group.name}"
     return function_name(group.callee, tree) if isinstance(group, CallExpr) else None
+
+
+def _unwrapped(group: Expression) -> Expression:
+    """``group``, or the call strict mode wrapped as a call of a value (:mod:`spmd_mypy.wrappers`), maybe
+    more than once: a declared function from a module mypy does not follow (Megatron's)."""
+    while isinstance(group, CallExpr) and marked(group, CALLED_VALUE):
+        group = group.args[0]
+    return group
 
 
 def function_name(callee: Expression, tree: MypyFile) -> str | None:

@@ -4,7 +4,8 @@ A raw collective changes values the checker cannot track, so its result
 keeps the type its buffer had, which is wrong afterwards: one error, at
 the collective, not one more wherever the value goes.  The report names
 the mesh axis the call's ``group=`` stands for (:mod:`spmd_mypy.groups`)
-and the typed collective to use on it.  In the ``forward`` or ``backward``
+and the typed collective to use on it (for ``all_to_all_single`` given
+split sizes, the typed uneven exchange).  In the ``forward`` or ``backward``
 of an autograd Function the raw collective is the implementation instead
 (:mod:`spmd_mypy.function_bodies`).
 """
@@ -27,6 +28,7 @@ from spmd_mypy.groups import declaration_for, group_axis
 from spmd_mypy.representation import has_spmd, spmd_members
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Code, TensorType
+from spmd_stubs.core.comms import row_exchange_problem
 
 UNTYPED: dict[str, str] = {
     "all_reduce": "all_reduce",
@@ -49,6 +51,8 @@ UNTYPED: dict[str, str] = {
 """Raw torch.distributed collectives -> the typed operation to use instead."""
 _INPUT_NAMES = ("input_tensor", "input", "tensor", "input_list")
 """The parameter a raw collective reads (its output buffer, where it has one, comes first)."""
+_SPLIT_SIZES = ("output_split_sizes", "input_split_sizes")
+"""``all_to_all_single``'s row counts: given, the call is an uneven exchange (a token dispatch)."""
 
 
 def torch_name(public: str) -> str:
@@ -76,7 +80,9 @@ def untyped_collective_hook(fullname: str, declared: AxisNames, strict: bool) ->
         tensor_type = _typed_input(ctx)
         if tensor_type is None:
             return ctx.default_return_type
-        group = arguments(ctx).get("group")
+        given = arguments(ctx)
+        group = given.get("group")
+        uneven = typed_op == "all_to_all" and any(name in given for name in _SPLIT_SIZES)
         tree: MypyFile = ctx.api.tree  # type: ignore[attr-defined]
         if implementation(ctx.api) is not None:
             if strict and group is not None and group_axis(ctx, group, declared) is None:
@@ -84,10 +90,10 @@ def untyped_collective_hook(fullname: str, declared: AxisNames, strict: bool) ->
             return collective_result(ctx, fullname, declared)
         if group is None:
             axis = tensor_type.axes[0][0] if len(tensor_type.axes) == 1 else None
-            consequence = _on_default_group(typed_op) if axis is None else _on_axis(typed_op, tensor_type, axis)
+            consequence = _on_default_group(typed_op) if axis is None else _on_axis(typed_op, tensor_type, axis, uneven)
         else:
             axis = group_axis(ctx, group, declared)
-            consequence = (_on_axis(typed_op, tensor_type, axis) if axis is not None
+            consequence = (_on_axis(typed_op, tensor_type, axis, uneven) if axis is not None
                            else _on_unknown_group(typed_op, declaration_for(group[0], tree)))
         _report(ctx, name, tensor_type, axis, consequence)
         return ctx.default_return_type
@@ -120,14 +126,15 @@ def _typed_input(ctx: FunctionContext) -> TensorType | None:
     return next(m for m in spmd_members(typed[0]) if m is not None)
 
 
-def _on_axis(op: str, tensor_type: TensorType, axis: str) -> str:
-    """What goes wrong on ``axis``, the group's, and the typed call that does the same there."""
+def _on_axis(op: str, tensor_type: TensorType, axis: str, uneven: bool = False) -> str:
+    """What goes wrong on ``axis``, the group's, and the typed call that does the same there (``uneven``: an
+    ``all_to_all`` given split sizes)."""
     current = tensor_type.get(axis)
     if current is None:
         return (f"the tensor has no SPMD type on axis {axis}, the group's axis. Fix: state it with "
                 f"assert_type(x, P@{axis}) (or V@{axis}, ...) and use the typed spmd_stubs.{op} on {axis}")
     return (f"the tensor's SPMD type there (and its gradient) would be wrong afterwards. "
-            f"Fix: {_typed_form(op, current, axis)}")
+            f"Fix: {_exchange_form(current, axis) if uneven else _typed_form(op, current, axis)}")
 
 
 def _on_default_group(op: str) -> str:
@@ -150,6 +157,16 @@ def _on_unknown_group(op: str, declaration: str | None) -> str:
 
 def _then(op: str) -> str:
     return f"then use the typed spmd_stubs.{op} on that axis"
+
+
+def _exchange_form(current: AxisType, axis: str) -> str:
+    """The typed exchange by row counts that does what a raw ``all_to_all_single`` given split sizes does to a
+    ``current`` input; for one that does not vary, what to do first."""
+    problem = row_exchange_problem(current, axis)
+    if problem is None:
+        return f"use the typed spmd_stubs.all_to_all(x, {axis}, src=V, dst=V, input_split_sizes=..., output_split_sizes=...)"
+    why, fix = problem
+    return f"x is {current.on(axis)}: {why}; {fix}, then use the typed spmd_stubs.all_to_all with the split sizes"
 
 
 def _typed_form(op: str, current: AxisType, axis: str) -> str:

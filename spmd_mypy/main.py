@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any, Callable
 
+from mypy.build import PRI_LOW
 from mypy.errors import CompileError
 from mypy.nodes import MypyFile, TypeInfo
 from mypy.options import Options
@@ -24,6 +25,7 @@ from spmd_mypy.build_state import BuildState
 from spmd_mypy.configurations import pruning
 from spmd_mypy.fullnames import AUTOGRAD_FUNCTION, MODULE
 from spmd_mypy.hooks import Hook, HookTable, installed
+from spmd_mypy.layouts.program import owner_modules
 from spmd_mypy.parse_rewrites import ParseRewrite
 from spmd_mypy.representation import InternedValues
 from spmd_mypy.sources import SourceFiles
@@ -142,8 +144,9 @@ class SpmdPlugin(Plugin):
 
     def get_additional_deps(self, file: MypyFile) -> list[tuple[int, str, int]]:
         """Called whenever mypy parses a module (a daemon edit included): per-module state is stale, the
-        configuration's flags decide the module's conditions before it is analysed, and a module that owns a
-        sub-module declared in ``modules`` depends on its class's (:mod:`spmd_mypy.runtime_classes`)."""
+        configuration's flags decide the module's conditions before it is analysed, a module that owns a
+        sub-module declared in ``modules`` depends on its class's (:mod:`spmd_mypy.runtime_classes`), and one
+        that attaches layouts on the modules beside it that build what it attaches to (:mod:`spmd_mypy.layouts`)."""
         self.build_state.forget(file)
         if installed(file.fullname, file.path):
             return []
@@ -158,10 +161,11 @@ class SpmdPlugin(Plugin):
         self._narrowing.parsed(file)
         if self._rebindings is not None:
             self._rebindings.parsed(file)
-        if plans.mentions_plans(file, self.build_state.sources) or layouts.attaches_layouts(
-                file, self.build_state.sources):
+        attaches = layouts.attaches_layouts(file, self.build_state.sources)
+        if attaches or plans.mentions_plans(file, self.build_state.sources):
             self.build_state.plan_paths.add(file.path)
-        return runtime_classes.additional_deps(file, self.config.modules)
+        owners = owner_modules(file, self.build_state.sources) if attaches else []
+        return runtime_classes.additional_deps(file, self.config.modules) + [(PRI_LOW, name, -1) for name in owners]
 
     def report_config_data(self, ctx: ReportConfigContext) -> dict[str, Any]:
         """Invalidates mypy's cache when the checker's code or (for user modules) its config changes.
@@ -198,7 +202,14 @@ class SpmdPlugin(Plugin):
         return self._answers[key]
 
     def get_function_hook(self, fullname: str) -> Hook | None:
-        return self._answer("get_function_hook", fullname, hooks.FUNCTIONS)
+        """The table's hook; a call of a function of a module that attaches layouts (or mentions plans) also
+        checks the setter it is in (:mod:`spmd_mypy.layouts`)."""
+        hook = self._answer("get_function_hook", fullname, hooks.FUNCTIONS)
+        module = self.build_state.values.modules.get(fullname.rpartition(".")[0])
+        if module is None or module.path not in self.build_state.plan_paths:
+            return hook
+        setter = hooks.guarded(layouts.sharding_config_hook)
+        return _after(setter, hook) if hook is not None else setter
 
     def get_function_signature_hook(self, fullname: str) -> Hook | None:
         return self._answer("get_function_signature_hook", fullname, hooks.FUNCTION_SIGNATURES)

@@ -16,7 +16,9 @@ A typed tensor's SPMD type is lost, silently without strict mode, where it
 * is returned where the declared return is plain ``torch.Tensor``, or is
   missing in a function that annotates its parameters (callers get ``Any``);
 * is assigned to a variable or attribute declared plain ``torch.Tensor``
-  (``out: torch.Tensor = ...``, ``self.h = ...`` with ``h: torch.Tensor``).
+  (``out: torch.Tensor = ...``, ``self.h = ...`` with ``h: torch.Tensor``);
+* is declared by a layout held as data that the checker cannot evaluate or
+  follow through its module (:mod:`spmd_mypy.layouts`).
 
 A fully unannotated function's body is not checked: what it loses is
 reported where typed values go in, at its calls.  Every message names its
@@ -57,6 +59,7 @@ class Boundary(Enum):
     UNANNOTATED_RETURN = "unannotated return"
     PLAIN_RETURN = "return typed plain torch.Tensor"
     PLAIN_VARIABLE = "variable typed plain torch.Tensor"
+    UNCHECKED_LAYOUT = "layout the checker cannot follow"
 
     @property
     def phrase(self) -> str:

@@ -109,14 +109,19 @@ def built_as_zeros(expr: Expression, context: Context, api: CheckerPluginInterfa
     function = current_function(api)
     if not isinstance(expr, NameExpr) or function is None:
         return False
-    before = _runs_before(function.body, context)
-    if _written_in_place(function.body, expr.name, before):
-        return False
-    values = [value for value in _assigned(function.body, expr.name)
-              if not _relabel_of(value, expr.name) and before(value.line)]
+    values = _bound_before(function.body, expr.name, context)
     return bool(values) and all(
         isinstance(value, CallExpr) and isinstance(value.callee, (NameExpr, MemberExpr))
         and _fresh_factory(value, ZERO_FACTORIES) for value in values)
+
+
+def _bound_before(block: Block, name: str, asked: Context) -> list[Expression]:
+    """The values ``name`` is bound to by the assignments of ``block`` that may run before ``asked`` (its
+    relabels aside); none where one of those statements writes into it in place."""
+    before = _runs_before(block, asked)
+    if _written_in_place(block, name, before):
+        return []
+    return [value for value in _assigned(block, name) if not _relabel_of(value, name) and before(value.line)]
 
 
 class _Walk:
@@ -173,13 +178,9 @@ class _Walk:
         if self.function is None or name.name in self.seen:
             return False
         self.seen.add(name.name)
-        values = [value for value in _assigned(self.function.body, name.name) if not _relabel_of(value, name.name)]
         asked = self.fresh_factories_at
-        if asked is not None:
-            before = _runs_before(self.function.body, asked)
-            if _written_in_place(self.function.body, name.name, before):
-                return False
-            values = [value for value in values if before(value.line)]
+        values = (_bound_before(self.function.body, name.name, asked) if asked is not None else
+                  [value for value in _assigned(self.function.body, name.name) if not _relabel_of(value, name.name)])
         return bool(values) and all(self.no_gradient(value) for value in values)
 
     def _tensor(self, expr: Expression) -> bool:

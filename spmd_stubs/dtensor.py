@@ -120,13 +120,32 @@ def spmd_type_of(
     for name, placement, order, grad in zip(names, placements, orders, grads):
         if isinstance(placement, SHARDS):
             mapping[name] = core.Shard(placement.dim, order)
+            _check_gradient_keeps(name, placement, grad, keep=placement)
         elif isinstance(placement, Replicate):
             mapping[name] = replicate_type(name, replicate, grad)
         elif isinstance(placement, Partial):
             mapping[name] = partial_type(name, placement)
+            _check_gradient_keeps(
+                name, placement, grad, keep=Replicate() if placement.reduce_op == "sum" else Partial()
+            )
         else:
             raise ValueError(f"placement {placement!r} on mesh dim {name} has no SPMD type")
     return TensorType.of(mapping)
+
+
+def _check_gradient_keeps(name: str, placement: Placement, grad: Optional[Placement], *, keep: Placement) -> None:
+    """Raise unless ``grad`` (when given) is ``keep``, the one gradient placement that type's gradient has.
+
+    A shard's gradient is the same shard; a pending sum's is the whole
+    gradient on every rank (``Replicate()``): with ``Partial()`` DTensor would
+    sum the ranks' copies, a gradient the mesh size too large.  A pending
+    avg/max/min's is ``Partial()``, as :func:`grad_placements_of` says.
+    """
+    if grad is not None and grad != keep:
+        raise ValueError(
+            f"mesh dim {name} is {placement!r} with gradient placement {grad!r}: its local tensor's "
+            f"gradient has placement {keep!r}; pass grad_placements with {keep!r} on {name}"
+        )
 
 
 # --------------------------------------------------------------------------

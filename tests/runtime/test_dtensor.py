@@ -133,6 +133,16 @@ def test_replicate_needs_the_choice(fake_mesh: DeviceMesh) -> None:
         spmd.spmd_type_of([Replicate(), Replicate()], fake_mesh, grad_placements=[Shard(0), Replicate()])
 
 
+def test_gradient_placement_must_match_shard_and_partial(fake_mesh: DeviceMesh) -> None:
+    # A pending sum whose gradient is declared Partial() is summed over tp again: tp times too large.
+    with pytest.raises(ValueError, match=r"tp is Partial\(sum\) with gradient placement Partial\(sum\).*Replicate\(\) on tp"):
+        spmd.spmd_type_of([Shard(0), Partial()], fake_mesh, grad_placements=[Shard(0), Partial()])
+    with pytest.raises(ValueError, match=r"dp is Shard\(dim=0\) with gradient placement Replicate\(\)"):
+        spmd.spmd_type_of([Shard(0), Partial()], fake_mesh, grad_placements=[Replicate(), Replicate()])
+    assert str(spmd.spmd_type_of([Shard(0), Partial()], fake_mesh, grad_placements=[Shard(0), Replicate()])) == "S(0)@dp, P@tp"
+    assert str(spmd.spmd_type_of([Shard(0), Partial("max")], fake_mesh, grad_placements=[Shard(0), Partial()])) == "S(0)@dp, Pmax@tp"
+
+
 @pytest.mark.parametrize("op", ["product", "band", "bor", "bxor"])
 def test_reductions_that_are_not_types(fake_mesh: DeviceMesh, op: str) -> None:
     with pytest.raises(ValueError, match=rf"Partial\('{op}'\) on mesh dim tp has no SPMD type.*partitioned into it exactly"):

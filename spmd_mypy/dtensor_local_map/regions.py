@@ -16,21 +16,17 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from mypy.nodes import (
-    CallExpr,
     Expression,
     IndexExpr,
-    IntExpr,
     ListExpr,
     MemberExpr,
     NameExpr,
-    RefExpr,
     StrExpr,
     TupleExpr,
-    UnaryExpr,
 )
 from mypy.types import Type
 
-from spmd_mypy.fullnames import PLACEMENT_MODULE
+from spmd_mypy.placement_literals import placement_written
 from spmd_stubs.core import TensorType
 from spmd_stubs.core.local_regions import default_gradient, region_input_type, region_output_type
 from spmd_stubs.core.parallel_styles import Placement
@@ -148,20 +144,6 @@ def read_region(args: dict[str, tuple[Expression, Type]], current_mesh: tuple[st
     return Region(axes, tuple(_input(f, g) for f, g in zip(forward, gradients)), outputs, several)
 
 
-def placement_of(expr: Expression) -> Placement | None:
-    """``Replicate()``, ``Shard(d)``, ``Partial()`` (a sum) as written; None for anything else."""
-    if not (isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr)
-            and expr.callee.fullname.startswith(PLACEMENT_MODULE)):
-        return None
-    name = expr.callee.fullname[len(PLACEMENT_MODULE):]
-    if name == "Replicate" and not expr.args:
-        return Placement(name)
-    if name == "Partial" and (not expr.args or (isinstance(expr.args[0], StrExpr) and expr.args[0].value == "sum")):
-        return Placement(name)
-    dim = _int(expr.args[0]) if name == "Shard" and len(expr.args) == 1 else None
-    return Placement(name, dim) if dim is not None else None
-
-
 def _input(forward: Placements | None | bool, gradient: Placements | None | bool) -> Leaf | None:
     """An input's leaf; None where its placements (or a tensor's gradient placements) are not read."""
     if forward is None:
@@ -177,7 +159,7 @@ def _placements(expr: Expression) -> Placements | None | bool:
         return None
     if not isinstance(expr, (TupleExpr, ListExpr)) or not expr.items:
         return False
-    read = [placement_of(item) for item in expr.items]
+    read = [placement_written(item) for item in expr.items]
     return tuple(p for p in read if p is not None) if all(read) else False
 
 
@@ -209,9 +191,3 @@ def _mesh_axes(mesh: Expression | None, dims: set[int], current_mesh: tuple[str,
 
 def _is_none(expr: Expression) -> bool:
     return isinstance(expr, NameExpr) and expr.fullname == "builtins.None"
-
-
-def _int(expr: Expression) -> int | None:
-    if isinstance(expr, IntExpr):
-        return expr.value
-    return -expr.expr.value if isinstance(expr, UnaryExpr) and expr.op == "-" and isinstance(expr.expr, IntExpr) else None

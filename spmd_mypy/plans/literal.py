@@ -34,7 +34,6 @@ from mypy.nodes import (
     Expression,
     FuncDef,
     FuncItem,
-    IntExpr,
     MypyFile,
     NameExpr,
     RefExpr,
@@ -45,7 +44,8 @@ from mypy.nodes import (
     UnaryExpr,
 )
 
-from spmd_mypy.fullnames import PLACEMENT_MODULE, STYLE_MODULE
+from spmd_mypy.fullnames import STYLE_MODULE
+from spmd_mypy.placement_literals import int_literal, placement_written
 from spmd_mypy.statements import statements_in
 from spmd_stubs.core.parallel_styles import STYLES, KeywordLayouts, Option, Placement
 
@@ -152,7 +152,7 @@ def option(expr: Expression, scope: Scope) -> Option:
         raise Unreadable(expr, "is not a tuple of placements")
     if isinstance(expr, DictExpr):
         return _keyword_layouts(expr, scope)
-    number = _int(expr)
+    number = int_literal(expr)
     if number is not None:
         return number
     return _placement(expr, scope)
@@ -179,23 +179,10 @@ def _keyword_layouts(expr: DictExpr, scope: Scope) -> KeywordLayouts:
 
 
 def _placement(expr: Expression, scope: Scope) -> Placement:
-    name = expr.callee.fullname[len(PLACEMENT_MODULE):] if isinstance(expr, CallExpr) and isinstance(
-        expr.callee, RefExpr) and expr.callee.fullname.startswith(PLACEMENT_MODULE) else None
-    if name in ("Replicate", "Partial") and isinstance(expr, CallExpr) and not expr.args:
-        return Placement(name)
-    if name == "Shard" and isinstance(expr, CallExpr) and len(expr.args) == 1 and expr.arg_names[0] in (None, "dim"):
-        dim = option(expr.args[0], scope)
-        if isinstance(dim, int) and not isinstance(dim, bool):
-            return Placement("Shard", dim)
-    raise Unreadable(expr, "is not a literal placement")
-
-
-def _int(expr: Expression) -> int | None:
-    if isinstance(expr, IntExpr):
-        return expr.value
-    if isinstance(expr, UnaryExpr) and expr.op == "-" and isinstance(expr.expr, IntExpr):
-        return -expr.expr.value
-    return None
+    placement = placement_written(expr, lambda dim: option(dim, scope))
+    if placement is None:
+        raise Unreadable(expr, "is not a literal placement")
+    return placement
 
 
 def bound_value(name: NameExpr, scope: Scope) -> tuple[Expression, Scope]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Callable, Iterator, Sequence
 
 from mypy.checker import TypeChecker
-from mypy.nodes import ARG_OPT, ARG_POS, FUNC_NO_INFO, Decorator, Expression, FuncDef, NameExpr
+from mypy.nodes import ARG_OPT, ARG_POS, FUNC_NO_INFO, CallExpr, Decorator, Expression, FuncDef, NameExpr
 from mypy.plugin import FunctionContext
 from mypy.types import AnyType, CallableType, TupleType, Type, get_proper_type
 
@@ -45,6 +45,7 @@ from spmd_mypy.call_arguments import arguments
 from spmd_mypy.config import Config
 from spmd_mypy.dtensor_local_map.regions import Pair, Region, read_region
 from spmd_mypy.representation import spmd_of, tensor_instance, unknown_tensor, with_spmd
+from spmd_mypy.source_edits import Index, Span, located_edit_note, span_of
 from spmd_mypy.statements import functions_in
 from spmd_mypy.wrapped_functions import ANY, decorator, tensor_or_none, tuple_of, wrapped_function
 from spmd_stubs.core import AxisType, TensorType
@@ -70,7 +71,7 @@ def local_map_hook(settings: Config) -> Callable[[FunctionContext], Type]:
         if settings.strict and body is not None and (region is None or not region.read()):
             report.fail(ctx.api, ctx.context, _UNREAD, errorcodes.UNTYPED_BOUNDARY)
         if region is not None and body is not None and isinstance(ctx.api, TypeChecker):
-            _Body(ctx, ctx.api, body).check(region)
+            _Body(ctx, ctx.api, body, args.get("in_grad_placements", (None,))[0]).check(region)
         inputs = range(len(region.inputs)) if region is not None else range(0)
         parameters = [tensor_or_none(_tensor(ctx, region.input_type(i))) for i in inputs if region is not None]
         wrapped = wrapped_function(ctx, parameters, ctx.default_return_type)
@@ -105,8 +106,10 @@ def _tensor_like(typ: Type) -> bool:
 class _Body:
     """The wrapped def, checked under a region's types."""
 
-    def __init__(self, ctx: FunctionContext, checker: TypeChecker, body: FuncDef) -> None:
+    def __init__(self, ctx: FunctionContext, checker: TypeChecker, body: FuncDef,
+                 written_gradients: Expression | None) -> None:
         self.ctx, self.checker, self.body = ctx, checker, body
+        self.written_gradients = written_gradients
         self.positional = [i for i, kind in enumerate(body.arg_kinds) if kind in (ARG_POS, ARG_OPT)]
         self.names = [body.arg_names[i] for i in self.positional]
 
@@ -192,8 +195,25 @@ class _Body:
                 if said is not None and not accepts(axis_type, said, strict=True):
                     yield index, axis, said, axis_type
 
-    def fail(self, message: str) -> None:
-        report.fail(self.ctx.api, self.ctx.context, message, errorcodes.LOCAL_MAP)
+    def fail(self, message: str, checked: Region | None = None) -> None:
+        """Report ``message``; with the region its fix gives, checked clean, the fix as an edit too."""
+        edit = self.edit(checked) if checked is not None else None
+        report.fail(self.ctx.api, self.ctx.context, message, errorcodes.LOCAL_MAP, edit=edit)
+
+    def edit(self, fixed: Region) -> str | None:
+        """``in_grad_placements`` as ``fixed`` reads it: the written value replaced, or the keyword added
+        after the call's last argument."""
+        value, written, call = fixed.gradient_placements(), self.written_gradients, self.ctx.context
+        if value is None:
+            return None
+
+        def locate(lines: list[str], index: Index) -> tuple[Span | None, str] | None:
+            if written is not None:
+                return span_of(written, lines, index), value
+            last = span_of(call.args[-1], lines, index) if isinstance(call, CallExpr) and call.args else None
+            return ((last[2], last[3], last[2], last[3]), f", in_grad_placements={value}") if last else None
+
+        return located_edit_note(self.checker, locate)
 
     def report_conflict(self, region: Region, index: int, axis: str, declared: AxisType, placed: AxisType) -> None:
         leaf = region.inputs[index]
@@ -202,10 +222,10 @@ class _Body:
         forward = leaf.placements[dim]
         giving = self.clean(region, [(index, dim, gradient) for gradient in typed_gradients(forward)
                                      if region_input_type(forward, gradient) == declared])
-        fix = region.with_gradient(*giving).gradient_fix(index) if giving else \
-            f"declare `{self.names[index]}` as {placed.on(axis)}"
+        fixed = region.with_gradient(*giving) if giving else None
+        fix = fixed.gradient_fix(index) if fixed is not None else f"declare `{self.names[index]}` as {placed.on(axis)}"
         self.fail(f"local_map input `{self.names[index]}` is declared {declared.on(axis)} but its placements make "
-                  f"it {placed.on(axis)}: in_placements {forward} with {leaf.read_as(dim)}. Fix: {fix}")
+                  f"it {placed.on(axis)}: in_placements {forward} with {leaf.read_as(dim)}. Fix: {fix}", fixed)
 
     def report_untyped(self, region: Region, pair: Pair) -> None:
         leaf = region.inputs[pair.input]
@@ -216,7 +236,8 @@ class _Body:
         self.fail(f"local_map input `{self.names[pair.input]}` has no SPMD type on axis {region.axes[pair.dim]}: "
                   f"in_placements {pair.forward} with {leaf.read_as(pair.dim)} is none of R, I, V, P, S(d), so no "
                   "gradient its body computes is read as it is meant. Fix: "
-                  + " or ".join(region.with_gradient(*change).gradient_fix(pair.input) for change in fixes))
+                  + " or ".join(region.with_gradient(*change).gradient_fix(pair.input) for change in fixes),
+                  region.with_gradient(*fixed) if fixed is not None else None)
 
     def report_gradient(self, region: Region, change: Change) -> None:
         index, dim, gradient = change
@@ -228,4 +249,4 @@ class _Body:
         self.fail(f"local_map input `{self.names[index]}` is {was.on(axis)} where its body needs {needed.on(axis)}: "
                   f"in_placements {forward} with {leaf.read_as(dim)} takes the body's gradient as "
                   f"{_GRADIENT_MEANS[str(was)]}, but the body's gradient is {_GRADIENT_MEANS[str(needed)]}. "
-                  f"Fix: {region.with_gradient(*change).gradient_fix(index)}")
+                  f"Fix: {region.with_gradient(*change).gradient_fix(index)}", region.with_gradient(*change))

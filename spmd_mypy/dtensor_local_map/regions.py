@@ -117,11 +117,18 @@ class Region:
     def gradient_fix(self, index: int) -> str:
         """``in_grad_placements=...`` written out for every input; where one is not read, input ``index``'s
         entry."""
-        shown = [leaf.shown() for leaf in self.inputs if leaf is not None]
-        if len(shown) < len(self.inputs):
+        every = self.gradient_placements()
+        if every is None:
             leaf = self.inputs[index]
             return f"in_grad_placements entry {index}: {leaf.shown() if leaf is not None else '...'}"
-        return f"in_grad_placements=({', '.join(shown)}{',' if len(shown) == 1 else ''})"
+        return f"in_grad_placements={every}"
+
+    def gradient_placements(self) -> str | None:
+        """Every input's gradient placements as one ``in_grad_placements`` value; None where one is not read."""
+        shown = [leaf.shown() for leaf in self.inputs if leaf is not None]
+        if len(shown) < len(self.inputs):
+            return None
+        return f"({', '.join(shown)}{',' if len(shown) == 1 else ''})"
 
 
 def read_region(args: dict[str, tuple[Expression, Type]], current_mesh: tuple[str, ...]) -> Region | None:

@@ -10,7 +10,7 @@ from spmd_stubs.axes import tp
 def sharded(mesh: DeviceMesh, x: DTensor, w: DTensor) -> DTensor:
     """Shard(0) in and out: each rank's rows, S(0)@tp.  A whole weight applied to them gets this rank's rows'
     part of its gradient: R, whose gradient DTensor must sum."""
-    @local_map(  # E: spmd-local-map in_placements Replicate() with its gradient read as Replicate() (in_grad_placements left out) takes the body's gradient as the whole gradient on every rank, but the body's gradient is this rank's term of a sum. Fix (needs your choice): in_grad_placements=([Shard(0)], [Partial()])
+    @local_map(  # E: spmd-local-map in_placements Replicate() with its gradient read as Replicate() (in_grad_placements left out) takes the body's gradient as the whole gradient on every rank, but the body's gradient is this rank's term of a sum. Fix: in_grad_placements=([Shard(0)], [Partial()])
         out_placements=[Shard(0)], in_placements=([Shard(0)], [Replicate()]), device_mesh=mesh["tp"])
     def rows(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return torch.relu(x @ w.T)
@@ -43,7 +43,7 @@ def partial_in(mesh: DeviceMesh, x: DTensor) -> DTensor:
 
 def partial_read_as_partial(mesh: DeviceMesh, x: DTensor) -> DTensor:
     """A pending sum's gradient is the whole one on every rank: read as Partial(), DTensor counts it once per rank."""
-    @local_map(  # E: spmd-local-map in_placements Partial() with its gradient read as Partial() is none of R, I, V, P, S(d), so no gradient its body computes is read as it is meant. Fix (needs your choice): in_grad_placements=([Replicate()],)
+    @local_map(  # E: spmd-local-map in_placements Partial() with its gradient read as Partial() is none of R, I, V, P, S(d), so no gradient its body computes is read as it is meant. Fix: in_grad_placements=([Replicate()],)
         out_placements=[Partial()], in_placements=([Partial()],), in_grad_placements=([Partial()],),
         device_mesh=mesh["tp"])
     def scaled(x: torch.Tensor) -> torch.Tensor:
@@ -62,7 +62,7 @@ def partial_read_as_partial_fixed(mesh: DeviceMesh, x: DTensor) -> DTensor:
 
 
 def shard_read_as_replicate(mesh: DeviceMesh, x: DTensor) -> DTensor:
-    @local_map(  # E: spmd-local-map in_placements Shard(0) with its gradient read as Replicate() is none of R, I, V, P, S(d), so no gradient its body computes is read as it is meant. Fix (needs your choice): in_grad_placements=([Shard(0)],)
+    @local_map(  # E: spmd-local-map in_placements Shard(0) with its gradient read as Replicate() is none of R, I, V, P, S(d), so no gradient its body computes is read as it is meant. Fix: in_grad_placements=([Shard(0)],)
         out_placements=[Shard(0)], in_placements=([Shard(0)],), in_grad_placements=([Replicate()],),
         device_mesh=mesh["tp"])
     def doubled(x: torch.Tensor) -> torch.Tensor:

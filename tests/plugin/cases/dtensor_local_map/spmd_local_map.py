@@ -5,7 +5,7 @@ from torch.distributed.tensor.experimental import local_map
 
 
 def wrong(mesh: DeviceMesh, x: DTensor, w: DTensor) -> DTensor:
-    @local_map(out_placements=[Shard(1)], in_placements=([Replicate()], [Shard(0)]), device_mesh=mesh["tp"])  # E: spmd-local-map Fix (needs your choice): in_grad_placements=([Partial()], [Shard(0)])
+    @local_map(out_placements=[Shard(1)], in_placements=([Replicate()], [Shard(0)]), device_mesh=mesh["tp"])  # E: spmd-local-map Fix: in_grad_placements=([Partial()], [Shard(0)])
     def project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return x @ w.T
 

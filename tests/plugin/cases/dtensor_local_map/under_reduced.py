@@ -6,7 +6,7 @@ from torch.distributed.tensor.experimental import local_map
 
 
 def colwise(mesh: DeviceMesh, x: DTensor, w: DTensor) -> DTensor:
-    @local_map(  # E: spmd-local-map in_placements Replicate() with its gradient read as Replicate() (in_grad_placements left out) takes the body's gradient as the whole gradient on every rank, but the body's gradient is this rank's term of a sum. Fix (needs your choice): in_grad_placements=([Partial()], [Shard(0)])
+    @local_map(  # E: spmd-local-map in_placements Replicate() with its gradient read as Replicate() (in_grad_placements left out) takes the body's gradient as the whole gradient on every rank, but the body's gradient is this rank's term of a sum. Fix: in_grad_placements=([Partial()], [Shard(0)])
         out_placements=[Shard(1)], in_placements=([Replicate()], [Shard(0)]), device_mesh=mesh["tp"])
     def project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return x @ w.T
@@ -40,7 +40,7 @@ def call_form_fixed(mesh: DeviceMesh, x: DTensor, w: DTensor) -> DTensor:
 
 def whole_work(mesh: DeviceMesh, x: DTensor, w: DTensor) -> DTensor:
     """The other way round: the same work on every rank, its gradient read as a sum, counts once per rank."""
-    @local_map(  # E: spmd-local-map in_placements Replicate() with its gradient read as Partial() takes the body's gradient as this rank's term of a sum, but the body's gradient is the whole gradient on every rank. Fix (needs your choice): in_grad_placements=([Replicate()], [Replicate()])
+    @local_map(  # E: spmd-local-map in_placements Replicate() with its gradient read as Partial() takes the body's gradient as this rank's term of a sum, but the body's gradient is the whole gradient on every rank. Fix: in_grad_placements=([Replicate()], [Replicate()])
         out_placements=[Replicate()], in_placements=([Replicate()], [Replicate()]),
         in_grad_placements=([Partial()], [Replicate()]), device_mesh=mesh["tp"])
     def project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The main job: type-check the shipped examples (the clean models, then the
-# bug gallery bug by bug), then train the typed GPT on 4 local gloo ranks, and
-# run the torch parallelize_module plan example on 4 more.
+# bug gallery bug by bug), then train the typed GPT and the typed mixture of
+# experts on 4 local gloo ranks each, and run the torch parallelize_module plan
+# example on 4 more.
 # Each step is a function run by `step`, which numbers it, times it and
 # adds it to the summary at the end; a new step is one more `step` line.
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 CONFIG=examples/mypy.ini  # the recommended config, plus the GPT's two configurations (a plain run checks the first)
-TYPED=(examples/gpt examples/train_mlp.py examples/global_mlp.py examples/vocab_parallel_softmax.py)
+TYPED=(examples/gpt examples/moe examples/train_mlp.py examples/global_mlp.py examples/vocab_parallel_softmax.py)
 PLAN=examples/dtensor_plan  # a llama block and its torch parallelize_module plan: plain torch, no SPMD types
 # spmd-check keeps a cache per configuration; the single-configuration runs (coverage, the gallery) share
 # the first configuration's, the one a plain run checks, so torch is analysed once
@@ -63,6 +64,10 @@ train_gpt() {
     python examples/gpt/train.py
 }
 
+train_moe() {
+    python examples/moe/train_moe.py --steps 2
+}
+
 plan_example() {
     # no run-time flag: a plain run (the first configuration) checks it, from that configuration's cache
     mypy --config-file "$CONFIG" --cache-dir "$FIRST_CACHE" "$PLAN"
@@ -72,4 +77,5 @@ plan_example() {
 step "The typed models check clean in every configuration (sequence parallelism on and off)" typed_models_check_clean
 step "The bug gallery (docs/bugs.md): each bug reported at its line, each fixed twin clean" bug_gallery
 step "Train the typed GPT on 4 gloo ranks (2 dp x 2 tp) against a single-process reference" train_gpt
+step "Train the typed mixture of experts on 4 gloo ranks (2 ep x 2 tp) against a single-process reference" train_moe
 step "The parallelize_module plan example (a llama block) checks clean and matches a single-process reference on 4 gloo ranks" plan_example

@@ -1,7 +1,7 @@
 """Shared fixtures of the example tests: one mypy run over every example file.
 
 A cold mypy run over code that imports torch takes most of a minute on a
-small machine, so the bug gallery, the GPT, MLP, global-mode and plan examples are checked together,
+small machine, so the bug gallery, the GPT, mixture-of-experts, MLP, global-mode and plan examples are checked together,
 once per session, by ``spmd-check`` in the examples' two configurations (sequence parallelism
 on and off, examples/mypy.ini), with a cache shared between runs.
 The shared names live in ``spmd_examples`` (a unique module name: spawned
@@ -21,6 +21,7 @@ from spmd_examples import (
     GLOBAL_EXAMPLE,
     GPT,
     MLP_EXAMPLE,
+    MOE,
     MYPY_CONFIG,
     PLAN_EXAMPLE,
     ROOT,
@@ -32,7 +33,7 @@ from spmd_examples import (
 
 @pytest.fixture(scope="session")
 def example_mypy_run() -> MypyRun:
-    typed = [p for d in (BUGS, GPT, PLAN_EXAMPLE) for p in d.glob("*.py")]
+    typed = [p for d in (BUGS, GPT, MOE, PLAN_EXAMPLE) for p in d.glob("*.py")]
     typed += [MLP_EXAMPLE, GLOBAL_EXAMPLE, SOFTMAX_EXAMPLE]
     files = sorted(str(p.relative_to(ROOT)) for p in typed)
     run = subprocess.run(

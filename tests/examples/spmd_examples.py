@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 BUGS = EXAMPLES / "bugs"
 GPT = EXAMPLES / "gpt"
+MOE = EXAMPLES / "moe"
 MLP_EXAMPLE = EXAMPLES / "train_mlp.py"
 GLOBAL_EXAMPLE = EXAMPLES / "global_mlp.py"
 SOFTMAX_EXAMPLE = EXAMPLES / "vocab_parallel_softmax.py"

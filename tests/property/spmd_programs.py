@@ -22,11 +22,25 @@ from a data loader): unknown on every axis, so the data decides
 (docs/spec.md#select). Its values may differ between ranks only on axes where
 the data varies too (labels sharded with the batch); a selector that varies
 where the data does not is the gradual rule's documented blind spot.
+
+With ``extended``, two more families (:func:`programs`):
+
+* index selections whose index is typed: ``index_select``, ``torch.gather``,
+  ``x[index]``, ``scatter_add``, ``index_add`` with an integer input typed
+  R, I or V per axis (:class:`Index`), or an index computed from a typed
+  value by ``argmax`` or ``topk(...).indices`` (no gradient, the value's
+  type); and ``topk(...).values``;
+* the uneven ``all_to_all(x, axis, src=V, dst=V, input_split_sizes=,
+  output_split_sizes=)``, the counts a typed input (:class:`RowCounts`)
+  exchanged in the program as a dispatcher does; wild programs also call it
+  on an R, I or P input or declare S(0), which the checker must reject.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import itertools
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -34,7 +48,8 @@ from hypothesis import strategies as st
 from spmd_calls import Helper
 
 from spmd_stubs import core
-from spmd_stubs.core import Apply, Arg, AxisType, Kind, Linearity, SpmdTypeError
+from spmd_stubs.core import Apply, Arg, AxisType, Kind, Linearity, Replicate, SpmdTypeError, Varying
+from spmd_stubs.core.comms import check_row_exchange
 
 AXES = ("dp", "tp")
 AXIS_SIZE = 2
@@ -73,7 +88,11 @@ class Local:
 
 @dataclass(frozen=True)
 class Comm:
-    """``target = spmd.<op>(arg, axis, src=, dst=[, expert_mode=True])``."""
+    """``target = spmd.<op>(arg, axis, src=, dst=[, expert_mode=True])``.
+
+    ``counts``: an uneven ``all_to_all`` whose row counts are the :class:`RowCounts` input of that
+    name: this rank's counts are what it sends, their exchange what it receives.
+    """
 
     target: Value
     op: str
@@ -82,10 +101,14 @@ class Comm:
     src: AxisType
     dst: AxisType
     expert: bool
+    counts: Optional[str] = None
 
     @property
     def expression(self) -> str:
         flag = ", expert_mode=True" if self.expert else ""
+        if self.counts is not None:
+            received = f"spmd.all_to_all({self.counts}, {self.axis}, src=V, dst=V).tolist()"
+            flag += f", input_split_sizes={self.counts}.tolist(), output_split_sizes={received}"
         return f"spmd.{self.op}({self.arg}, {self.axis}, src={self.src}, dst={self.dst}{flag})"
 
 
@@ -130,6 +153,45 @@ class Selector:
 
 
 @dataclass(frozen=True)
+class Index:
+    """Integer indices in ``[0, bound)`` with a type per axis: a typed input (``Tensor[R@dp, V@tp]``), or
+    a value computed by ``argmax``/``topk(...).indices`` (the statement that makes it names it).
+
+    An input's values are the same on every rank of an axis where it is R or I and its own on every
+    rank where it is V, as its type says; it takes no gradient.
+    """
+
+    name: str
+    shape: Shape
+    bound: int
+    types: Types
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """A typed input (``Tensor[R@dp, V@tp]`` for ``axis`` tp): this rank's row counts for an uneven ``all_to_all``.
+
+    In each group of ``axis``, member i sends member k ``counts[k]`` of its ``rows`` rows. Every member
+    sends and receives ``rows`` rows in all (each group's matrix of counts is a sum of ``rows``
+    permutations), so the local shape stays the same on every rank while the rows move unevenly.
+    ``types`` is V on ``axis`` and, on each other axis, R (every group the same matrix) or V (each
+    group its own).
+    """
+
+    name: str
+    axis: str
+    rows: int
+    types: Types
+
+
+UNEVEN_COUNTS_VARY_WHERE_ROWS_DO_NOT = "uneven all_to_all, counts vary where its rows do not"
+"""The feature of an exchange whose counts vary on another axis where its rows are R, I or P: the rows
+each rank gets then differ along that axis, which the checker's result type (the rows' own type
+there) does not say. The counts reach the call as ``list[int]`` (``.tolist()``), values the checker
+does not type; accepted, such a program computes wrong gradients."""
+
+
+@dataclass(frozen=True)
 class Program:
     """A typed function: annotated inputs, statements, the loss it calls backward on.
 
@@ -143,12 +205,20 @@ class Program:
     predicted: frozenset[str]
     selectors: tuple[Selector, ...] = ()
     """Untyped selector inputs, parameters after ``inputs``."""
+    indices: tuple[Index, ...] = ()
+    """Typed index inputs, parameters after ``selectors``."""
+    counts: tuple[RowCounts, ...] = ()
+    """Row counts of uneven exchanges, the last parameters."""
+    features: frozenset[str] = frozenset()
+    """What a report counts the program under: the index ops and uneven exchanges it holds."""
 
 
 def to_source(program: Program, name: str = "program") -> str:
     """The program as an annotated Python function (with its imports)."""
     params = ", ".join([f"{v.name}: {_annotation(v.types)}" for v in program.inputs]
-                       + [f"{s.name}: torch.Tensor" for s in program.selectors])
+                       + [f"{s.name}: torch.Tensor" for s in program.selectors]
+                       + [f"{i.name}: {_annotation(i.types)}" for i in program.indices]
+                       + [f"{c.name}: {_annotation(c.types)}" for c in program.counts])
     lines = [
         "from typing import Any",
         "",
@@ -516,6 +586,138 @@ def _maybe_other(draw: st.DrawFn, axis_index: int, wild: bool, codes: set[str], 
 
 
 # --------------------------------------------------------------------------
+# Index selections with a typed index (docs/spec.md#select)
+# --------------------------------------------------------------------------
+
+_PICKS = Apply(Linearity.SELECT, Arg(1), Arg(0))
+"""(data, index): the index picks from the data."""
+_PICKS_SUM = Apply(Linearity.SELECT, Arg(1), Apply(Linearity.ADDITIVE, Arg(0), Arg(2)))
+"""(data, index, source): the source's values land in the data at the index, the two parts summed."""
+_INDEX_TYPES = [AxisType(Kind.R), AxisType(Kind.I), AxisType(Kind.V)]
+"""What a typed index input is on an axis (a pending sum of indices means nothing)."""
+
+
+def _index_op(name: str, template: str, expr: core.Expr = _PICKS) -> OpSpec:
+    return OpSpec(name, template, expr, 2 if expr is _PICKS else 3, constants=(1,))
+
+
+def _picked(shape: Shape) -> list[Shape]:
+    """Index shapes for picking from a dim: one or three positions, or two rows of two."""
+    return [(1,), (3,)] + ([(2, 2)] if len(shape) < MAX_NDIM else [])
+
+
+def _index_uses(x: Value, index_shape: Optional[Shape], bound: Optional[int]) -> list[tuple[OpSpec, Shape, Shape, int]]:
+    """The index ops on data ``x``: (op, index shape, result shape, index bound).
+
+    With ``index_shape``/``bound`` (an index that exists) only the ops it fits, else every op with the
+    index shape it needs. An op's result never has more than ``MAX_NDIM`` dims; the index's values
+    lie in ``[0, bound)`` with ``bound`` at most the size of the dim it indexes.
+    """
+    out: list[tuple[OpSpec, Shape, Shape, int]] = []
+    shape = x.shape
+
+    def fits(wanted: Shape, size: int) -> bool:
+        return index_shape is None or (index_shape == wanted and bound is not None and bound <= size)
+
+    for dim, size in enumerate(shape):
+        rest = shape[:dim], shape[dim + 1 :]
+        selected: list[Shape] = [(1,), (3,)] if index_shape is None else [index_shape] if len(index_shape) == 1 else []
+        for picks in selected:
+            if fits(picks, size):
+                op = _index_op("index_select", f"{{0}}.index_select({dim}, {{1}})")
+                out.append((op, picks, rest[0] + picks + rest[1], bound or size))
+        gathered = index_shape if index_shape is not None else shape[:dim] + (3,) + shape[dim + 1 :]
+        if len(gathered) == len(shape) and all(g <= s for k, (g, s) in enumerate(zip(gathered, shape)) if k != dim) \
+                and fits(gathered, size):
+            out.append((_index_op("gather", f"torch.gather({{0}}, {dim}, {{1}})"), gathered, gathered, bound or size))
+        # The index is shaped like the source (torch's backward of a larger source fails), the source like x.
+        if fits(shape, size):
+            op = _index_op("scatter_add", f"{{0}}.scatter_add({dim}, {{1}}, {{2}})", _PICKS_SUM)
+            out.append((op, shape, shape, bound or size))
+        if fits((size,), size):
+            op = _index_op("index_add", f"{{0}}.index_add({dim}, {{1}}, {{2}})", _PICKS_SUM)
+            out.append((op, (size,), shape, bound or size))
+    if shape:
+        shapes: list[Shape] = _picked(shape) if index_shape is None else [index_shape]
+        for picks in shapes:
+            if fits(picks, shape[0]):
+                out.append((_index_op("getitem", "{0}[{1}]"), picks, picks + shape[1:], bound or shape[0]))
+    return [use for use in out if _fits(use[2])]
+
+
+def _index_makers(t: Value) -> list[tuple[OpSpec, Shape, int]]:
+    """Indices computed from ``t`` (no gradient, ``t``'s type): (op, index shape, bound)."""
+    if not t.shape or t.shape[-1] < 2:
+        return []
+    last, rest = t.shape[-1], t.shape[:-1]
+    nonlinear = Apply(Linearity.NONLINEAR, Arg(0))
+    return [
+        (OpSpec("argmax", "{0}.argmax(dim=-1)", nonlinear, 1), rest, last),
+        (OpSpec("argmax_keepdim", "{0}.argmax(dim=-1, keepdim=True)", nonlinear, 1), rest + (1,), last),
+        (OpSpec("topk_indices", f"{{0}}.topk({last // 2}, dim=-1).indices", nonlinear, 1), rest + (last // 2,), last),
+    ]
+
+
+def _topk_values(x: Value) -> list[tuple[OpSpec, Shape]]:
+    """``topk(k).values`` along the last dim: nonlinear, the data's type."""
+    if not x.shape or x.shape[-1] < 2:
+        return []
+    k = x.shape[-1] // 2
+    return [(OpSpec("topk_values", f"{{0}}.topk({k}, dim=-1).values", Apply(Linearity.NONLINEAR, Arg(0)), 1),
+             x.shape[:-1] + (k,))]
+
+
+def _index_input_types(draw: st.DrawFn, op: OpSpec, operands: list[Value], index: Value, wild: bool) -> Optional[Types]:
+    """A type per axis for a new index input: any of R, I, V where ``wild``, else one the rules accept."""
+    options = [types for types in itertools.product(_INDEX_TYPES, repeat=len(AXES))
+               if wild or not _local_types(op, _with_index(operands, Value(index.name, index.shape, types)))[1]]
+    return draw(st.sampled_from(options)) if options else None
+
+
+def _with_index(operands: list[Value], index: Value) -> list[Value]:
+    """The operands in the op's order: data, index, then the source of a scatter."""
+    return operands[:1] + [index] + operands[1:]
+
+
+# --------------------------------------------------------------------------
+# The uneven all_to_all (docs/spec.md#exchanging-rows-by-counts)
+# --------------------------------------------------------------------------
+
+_NOT_VARYING_ON_AXIS = (Kind.R, Kind.I, Kind.P)
+
+
+def _exchange_candidates(value: Value, axis_index: int, counts: str, wild: bool) -> list[Candidate]:
+    """The uneven exchange of ``value``'s rows on one axis, by the counts input ``counts``.
+
+    Tame: ``src=V, dst=V`` on a value that varies there (V or S(i)). Wild also: on an R, I or P value,
+    or declaring ``src=S(0), dst=S(0)``; the checker must reject those (``spmd-collective``).
+    """
+    actual, axis = value.types[axis_index], AXES[axis_index]
+    if not value.shape:
+        return []
+    forms = [(Varying, Varying)] + ([(core.Shard(0), core.Shard(0))] if wild else [])
+    out = []
+    for src, dst in forms:
+        try:
+            check_row_exchange(src, dst, axis, actual)
+            codes: frozenset[str] = frozenset()
+        except SpmdTypeError as err:
+            codes = frozenset({err.code.value})
+        if codes and not wild:
+            continue
+        types = value.types[:axis_index] + (Varying,) + value.types[axis_index + 1 :]
+        statement = Comm(Value("_", value.shape, types), "all_to_all", value.name, axis, src, dst, False, counts)
+        out.append(Candidate(functools.partial(_renamed, statement), codes))
+    return out
+
+
+def _renamed(statement: Comm, name: str) -> Comm:
+    target = statement.target
+    return Comm(Value(name, target.shape, target.types), statement.op, statement.arg, statement.axis,
+                statement.src, statement.dst, statement.expert, statement.counts)
+
+
+# --------------------------------------------------------------------------
 # The strategy
 # --------------------------------------------------------------------------
 
@@ -530,28 +732,51 @@ def input_values(draw: st.DrawFn, index: int) -> Value:
     return Value(f"x{index}", shape, types)
 
 
+@dataclass
+class _Draft:
+    """A program being drawn: its live values, statements, predicted codes and extra inputs."""
+
+    wild: bool
+    pool: list[Value]
+    body: list[Statement] = field(default_factory=list)
+    predicted: set[str] = field(default_factory=set)
+    selectors: list[Selector] = field(default_factory=list)
+    indices: list[Index] = field(default_factory=list)
+    counts: list[RowCounts] = field(default_factory=list)
+    made: list[Index] = field(default_factory=list)
+    """Indices computed in the body (never data: they are not in ``pool``)."""
+    features: set[str] = field(default_factory=set)
+
+    def next_name(self) -> str:
+        return f"t{len(self.body)}"
+
+    def add(self, statement: Statement, codes: frozenset[str], data: bool = True) -> Value:
+        self.body.append(statement)
+        self.predicted.update(codes)
+        if data:
+            self.pool.append(statement.target)
+        return statement.target
+
+
 @st.composite
-def programs(draw: st.DrawFn, max_steps: int = 6, helpers: bool = False) -> Program:
+def programs(draw: st.DrawFn, max_steps: int = 6, helpers: bool = False, extended: bool = False) -> Program:
     """A typed program; about one in three is wild (may contain type errors).
 
     ``helpers``: some steps call module-level helpers (:class:`Call`). Off, the
     draws are those of the programs before helpers existed (the hint harness,
     which reads a program back from its body alone, draws those).
+    ``extended``: one step in eight is an index op with a typed or computed
+    index, one in eight an uneven ``all_to_all``; off, the draws are those of
+    the programs before these existed.
     """
     wild = draw(st.integers(0, 2)) == 2
     inputs = [draw(input_values(i)) for i in range(draw(st.integers(1, 3)))]
-    pool: list[Value] = list(inputs)
-    body: list[Statement] = []
-    predicted: set[str] = set()
-    selectors: list[Selector] = []
+    draft = _Draft(wild, list(inputs))
+    pool = draft.pool
 
     def step(candidates: list[Candidate]) -> Value:
         chosen = draw(st.sampled_from(candidates))
-        statement = chosen.make(f"t{len(body)}")
-        body.append(statement)
-        predicted.update(chosen.codes)
-        pool.append(statement.target)
-        return statement.target
+        return draft.add(chosen.make(draft.next_name()), chosen.codes)
 
     def select(value: Value) -> None:
         """A SELECT op on ``value`` with a new untyped selector input."""
@@ -560,17 +785,22 @@ def programs(draw: st.DrawFn, max_steps: int = 6, helpers: bool = False) -> Prog
             return
         op, indices, bound, result = draw(st.sampled_from(options))
         varies = tuple(t.kind is Kind.V and draw(st.booleans()) for t in value.types)
-        selector = Selector(f"s{len(selectors)}", indices, bound, varies)
+        selector = Selector(f"s{len(draft.selectors)}", indices, bound, varies)
         candidates = _local_candidate(op, [value], result, wild, selector)
         if candidates:
-            selectors.append(selector)
+            draft.selectors.append(selector)
             step(candidates)
 
     for _ in range(draw(st.integers(0, max_steps))):
+        family = draw(st.integers(0, 7)) if extended else None
         if helpers and draw(st.integers(0, 4)) == 0:
-            call = _call_candidate(draw, draw(st.sampled_from(pool)), len(body), wild)
+            call = _call_candidate(draw, draw(st.sampled_from(pool)), len(draft.body), wild)
             if call is not None:
                 step([call])
+        elif family == 0:
+            _index_step(draw, draft, draw(st.sampled_from(pool)))
+        elif family == 1:
+            _exchange_step(draw, draft, draw(st.sampled_from(pool)), draw(st.integers(0, len(AXES) - 1)))
         elif draw(st.integers(0, 4)) == 0:
             select(draw(st.sampled_from(pool)))
         elif draw(st.booleans()):
@@ -589,8 +819,88 @@ def programs(draw: st.DrawFn, max_steps: int = 6, helpers: bool = False) -> Prog
         if draw(st.integers(0, 5)) > 0 or not wild:
             loss = _finish(loss, axis_index, step, wild)
     loss = _to_scalar(loss, step)
-    predicted |= _loss_codes(loss)
-    return Program(tuple(inputs), tuple(body), loss, frozenset(predicted), tuple(selectors))
+    predicted = frozenset(draft.predicted | _loss_codes(loss))
+    return Program(tuple(inputs), tuple(draft.body), loss, predicted, tuple(draft.selectors), tuple(draft.indices),
+                   tuple(draft.counts), frozenset(draft.features))
+
+
+def _index_step(draw: st.DrawFn, draft: _Draft, x: Value) -> None:
+    """An index op on the data ``x``: ``topk(...).values``, or an op whose index is a new typed input, a
+    new index computed from a live value, or one computed earlier."""
+    source = draw(st.integers(0, 3))
+    if source == 0:
+        for op, shape in _topk_values(x):
+            for chosen in _local_candidate(op, [x], shape, draft.wild):
+                draft.add(chosen.make(draft.next_name()), chosen.codes)
+                draft.features.add("topk values")
+        return
+    maker: Optional[Local] = None
+    maker_codes: frozenset[str] = frozenset()
+    if source == 1:
+        # Half the time from the data itself (gather the top-k of a row), else from any live value.
+        t = x if draw(st.booleans()) else draw(st.sampled_from(draft.pool))
+        makers = _index_makers(t)
+        if not makers:
+            return
+        op, shape, bound = draw(st.sampled_from(makers))
+        types, maker_codes = _local_types(op, [t])
+        if maker_codes and not draft.wild:
+            return
+        index = Index(draft.next_name(), shape, bound, types)
+        maker = Local(Value(index.name, shape, types), op.template.format(t.name), (t.name,))
+        origin = f"index computed by {op.name}"
+    elif source == 2 and draft.made:
+        index = draw(st.sampled_from(draft.made))
+        origin = "index computed earlier"
+    else:
+        index = Index(f"i{len(draft.indices)}", (), 0, ())
+        origin = "index typed input"
+    known = index.types != ()
+    uses = _index_uses(x, index.shape if known else None, index.bound if known else None)
+    if not uses:
+        return
+    op, index_shape, result, bound = draw(st.sampled_from(uses))
+    operands = [x]
+    if op.arity == 3:
+        operands.append(draw(st.sampled_from([v for v in draft.pool if v.shape == x.shape])))
+    if not known:
+        drawn = _index_input_types(draw, op, operands, Value(index.name, index_shape, ()), draft.wild)
+        if drawn is None:
+            return
+        index = Index(index.name, index_shape, bound, drawn)
+    name = draft.next_name() if maker is None else f"t{len(draft.body) + 1}"
+    candidates = _local_candidate(op, _with_index(operands, Value(index.name, index.shape, index.types)), result, draft.wild)
+    if not candidates:
+        return
+    if maker is not None:
+        draft.add(maker, maker_codes, data=False)
+        draft.made.append(index)
+    elif not known:
+        draft.indices.append(index)
+    draft.add(candidates[0].make(name), candidates[0].codes)
+    draft.features.update({op.name, origin})
+
+
+def _exchange_step(draw: st.DrawFn, draft: _Draft, value: Value, axis_index: int) -> None:
+    """An uneven ``all_to_all`` of ``value``'s rows on one axis, with a new row counts input."""
+    types = tuple(Varying if a == axis_index else draw(st.sampled_from([Replicate, Varying])) for a in range(len(AXES)))
+    counts = RowCounts(f"n{len(draft.counts)}", AXES[axis_index], value.shape[0] if value.shape else 0, types)
+    candidates = _exchange_candidates(value, axis_index, counts.name, draft.wild)
+    if not candidates:
+        return
+    chosen = draw(st.sampled_from(candidates))
+    draft.counts.append(counts)
+    draft.add(chosen.make(draft.next_name()), chosen.codes)
+    declared = draft.body[-1]
+    assert isinstance(declared, Comm)
+    if declared.src.shard is not None:
+        draft.features.add("uneven all_to_all declared S(0)")
+    elif value.types[axis_index].kind in _NOT_VARYING_ON_AXIS:
+        draft.features.add("uneven all_to_all of R, I or P")
+    else:
+        draft.features.add("uneven all_to_all")
+    if any(c.kind is Kind.V and t.kind is not Kind.V for c, t in zip(types, value.types)):
+        draft.features.add(UNEVEN_COUNTS_VARY_WHERE_ROWS_DO_NOT)
 
 
 def _to_scalar(value: Value, step: Callable[[list[Candidate]], Value]) -> Value:
@@ -620,14 +930,14 @@ def _loss_codes(loss: Value) -> frozenset[str]:
     return frozenset({core.Code.BACKWARD.value}) if bad else frozenset()
 
 
-def draw(count: int, seed_value: int, helpers: bool = False) -> list[Program]:
+def draw(count: int, seed_value: int, helpers: bool = False, extended: bool = False) -> list[Program]:
     """``count`` programs drawn by hypothesis from ``seed_value`` (the same ones every time; no
-    shrinking: a script or test judges them itself); ``helpers`` as for :func:`programs`."""
+    shrinking: a script or test judges them itself); ``helpers`` and ``extended`` as for :func:`programs`."""
     drawn: list[Program] = []
 
     @seed(seed_value)
     @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(programs(helpers=helpers))
+    @given(programs(helpers=helpers, extended=extended))
     def keep(program: Program) -> None:
         drawn.append(program)
 

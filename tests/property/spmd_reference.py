@@ -13,7 +13,9 @@ tensor shared by every coordinate where it is R or I (one value, used on
 every rank) or P (one value, its meaning; each rank holds an arbitrary part
 of it, see :func:`local_value`). The global loss is the sum over the P axes of the per-rank losses, at
 coordinate 0 of the I axes (:func:`global_loss`). An untyped selector input holds integer indices, the
-same on every rank except on the axes its ``varies`` names; it takes no gradient.
+same on every rank except on the axes its ``varies`` names; it takes no gradient. So do a typed index
+input, whose values differ between ranks exactly on its V axes, and the row counts of an uneven
+``all_to_all`` (each group's counts a random matrix whose rows and columns all sum to the rows held).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
-from spmd_programs import AXES, AXIS_SIZE, Call, Comm, Local, Program, Selector, Types, Value
+from spmd_programs import AXES, AXIS_SIZE, Call, Comm, Index, Local, Program, RowCounts, Selector, Types, Value
 
 from spmd_stubs.core import AxisType, Invariant, Kind, Partial
 
@@ -37,12 +39,13 @@ Leaves = dict[str, Grid]
 
 @dataclass(frozen=True)
 class Inputs:
-    """A program's inputs: the leaves (what gradients are taken of), the P offsets, and every rank's
-    indices of each untyped selector."""
+    """A program's inputs: the leaves (what gradients are taken of), the P offsets, every rank's
+    indices of each untyped selector, and every rank's integers of each typed index or row counts input."""
 
     leaves: Leaves
     offsets: dict[str, dict[tuple[Coord, Coord], torch.Tensor]]
     selectors: dict[str, Grid] = field(default_factory=dict)
+    integers: dict[str, Grid] = field(default_factory=dict)
 
 COORDS: list[Coord] = list(itertools.product(range(AXIS_SIZE), repeat=len(AXES)))
 
@@ -86,7 +89,9 @@ def random_inputs(program: Program, generator: torch.Generator) -> Inputs:
             mine = [k for k in keys if k[0] == leaf]
             mean = _sum([raw[k] for k in mine]) / len(mine)
             offsets[v.name].update({k: raw[k] - mean for k in mine})
-    return Inputs(leaves, offsets, {s.name: _random_indices(s, generator) for s in program.selectors})
+    integers = {i.name: _typed_indices(i, generator) for i in program.indices}
+    integers.update({c.name: _row_counts(c, generator) for c in program.counts})
+    return Inputs(leaves, offsets, {s.name: _random_indices(s, generator) for s in program.selectors}, integers)
 
 
 def _random_indices(selector: Selector, generator: torch.Generator) -> Grid:
@@ -94,6 +99,30 @@ def _random_indices(selector: Selector, generator: torch.Generator) -> Grid:
     own = {c: tuple(i if varies else 0 for i, varies in zip(c, selector.varies)) for c in COORDS}
     drawn = {k: torch.randint(0, selector.bound, selector.shape, generator=generator) for k in sorted(set(own.values()))}
     return {c: drawn[own[c]] for c in COORDS}
+
+
+def _typed_indices(index: Index, generator: torch.Generator) -> Grid:
+    """Every rank's indices: one draw per coordinate on the V axes, shared on the R and I axes (as typed)."""
+    varies = tuple(t.kind is Kind.V for t in index.types)
+    return _random_indices(Selector(index.name, index.shape, index.bound, varies), generator)
+
+
+def _row_counts(counts: RowCounts, generator: torch.Generator) -> Grid:
+    """Every rank's row counts: in each group of the axis, member i sends member k ``matrix[i][k]`` rows,
+    the matrix a sum of ``rows`` random permutations (every row and column sums to ``rows``); groups
+    that differ only on axes where the counts are R share one matrix."""
+    a = AXES.index(counts.axis)
+    matrices: dict[Coord, torch.Tensor] = {}
+    out: Grid = {}
+    for members in groups(counts.axis):
+        key = leaf_of(counts.types, members[0])
+        if key not in matrices:
+            matrix = torch.zeros(AXIS_SIZE, AXIS_SIZE, dtype=torch.int64)
+            for _ in range(counts.rows):
+                matrix[torch.arange(AXIS_SIZE), torch.randperm(AXIS_SIZE, generator=generator)] += 1
+            matrices[key] = matrix
+        out.update({c: matrices[key][c[a]].clone() for c in members})
+    return out
 
 
 def _randn(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
@@ -122,8 +151,9 @@ def rank_parts(value: Value, inputs: Inputs) -> dict[int, torch.Tensor]:
 
 
 def selector_parts(name: str, inputs: Inputs) -> dict[int, torch.Tensor]:
-    """Every rank's indices of the untyped selector ``name``, for the runtime world."""
-    return {rank_of(c): indices.clone() for c, indices in inputs.selectors[name].items()}
+    """Every rank's indices of the untyped selector or typed integer input ``name``, for the runtime world."""
+    grid = inputs.selectors[name] if name in inputs.selectors else inputs.integers[name]
+    return {rank_of(c): indices.clone() for c, indices in grid.items()}
 
 
 # --------------------------------------------------------------------------
@@ -169,9 +199,21 @@ def _all_to_all(xs: list[torch.Tensor], src: AxisType, dst: AxisType) -> list[to
     return [_join([_split(x, dst)[k] for x in xs], src) for k in range(len(xs))]
 
 
-def list_spec(op: str, src: AxisType, dst: AxisType, xs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Every group member's output from every member's input (group order)."""
+def _exchange_rows(xs: list[torch.Tensor], sent: list[list[int]]) -> list[torch.Tensor]:
+    """The uneven all_to_all: member j's dim 0 cut into parts of ``sent[j]`` rows, member k gets part k of
+    every member's, concatenated in member order."""
+    parts = [x.split(counts) for x, counts in zip(xs, sent)]
+    return [torch.cat([p[k] for p in parts]) for k in range(len(xs))]
+
+
+def list_spec(op: str, src: AxisType, dst: AxisType, xs: list[torch.Tensor],
+              sent: list[list[int]] | None = None) -> list[torch.Tensor]:
+    """Every group member's output from every member's input (group order); ``sent``: every member's
+    row counts of an uneven all_to_all."""
     s, d = src.kind, dst.kind
+    if sent is not None:
+        assert op == "all_to_all"
+        return _exchange_rows(xs, sent)
     if op == "redistribute":
         return _redistribute(src, dst, xs)
     if op in ("reinterpret", "convert") and src == dst:
@@ -222,10 +264,12 @@ def groups(axis: str) -> list[list[Coord]]:
     return list(out.values())
 
 
-def _apply_comm(statement: Comm, grid: Grid) -> Grid:
+def _apply_comm(statement: Comm, grid: Grid, counts: Grid | None = None) -> Grid:
+    """The statement on every group of its axis; ``counts``: every rank's row counts of an uneven all_to_all."""
     out: Grid = {}
     for members in groups(statement.axis):
-        ys = list_spec(statement.op, statement.src, statement.dst, [grid[c] for c in members])
+        sent = None if counts is None else [counts[c].tolist() for c in members]
+        ys = list_spec(statement.op, statement.src, statement.dst, [grid[c] for c in members], sent)
         out.update(zip(members, ys))
     return out
 
@@ -260,9 +304,11 @@ def run(program: Program, leaves: Leaves, inputs: Inputs) -> Grid:
         v.name: {c: local_value(v, leaves[v.name], inputs.offsets[v.name], c) for c in COORDS} for v in program.inputs
     }
     env.update(inputs.selectors)
+    env.update(inputs.integers)
     for statement in program.body:
         if isinstance(statement, Comm):
-            env[statement.target.name] = _apply_comm(statement, env[statement.arg])
+            counts = None if statement.counts is None else env[statement.counts]
+            env[statement.target.name] = _apply_comm(statement, env[statement.arg], counts)
         elif isinstance(statement, Call):
             env[statement.target.name] = _apply_call(statement, env[statement.arg])
         else:

@@ -85,7 +85,6 @@ from torch.distributed._local_tensor import LocalTensorMode
 
 import spmd_stubs as spmd
 from spmd_stubs import P, R, S, V, _comm
-from spmd_stubs._comm import Rows
 from spmd_stubs._dispatch import _Site, call_site
 from spmd_stubs.types import MeshAxis, to_axis_type
 
@@ -167,15 +166,14 @@ def _uneven_pair(sent: list[Any], received: list[Any], simulated: bool) -> Pair:
 
 
 def _uneven_layers(sent: list[int], received: list[int]) -> dict[str, Pair]:
-    """``--layers`` of the uneven exchange: its site, made beforehand, with its rows; its group call."""
+    """``--layers`` of the uneven exchange: its site, made beforehand, given the counts; its group call."""
     group = dist.group.WORLD
     assert group is not None
-    site = call_site("all_to_all", world, to_axis_type(V), to_axis_type(V))
+    site = call_site("all_to_all", world, to_axis_type(V), to_axis_type(V), rows=True)
     assert isinstance(site, _Site)
-    rows = Rows(list(sent), list(received))
     raw = _uneven_pair(sent, received, simulated=False)[1]
     return {
-        f"{UNEVEN}: its site, made beforehand": (lambda x: site(x, rows), raw),
+        f"{UNEVEN}: its site, made beforehand": (lambda x: site.exchange(x, sent, received), raw),
         f"{UNEVEN}: its group call": (lambda x: _comm.group_exchange_rows(group, received, sent, x), raw),
     }
 

@@ -59,7 +59,10 @@ def checked_rows(
     ``eager`` (on real ranks): the counts are ints (from ``tolist()``);
     otherwise (simulated, traced) a count may be a ``SymInt``, different per
     rank.  Eager checks run in C where they can: a call's Python is what the
-    raw call does not pay.
+    raw call does not pay.  An eager call that goes straight to the group
+    makes these checks and :func:`check_rows_sent`'s itself, on the counts as
+    given (:meth:`spmd_stubs._dispatch._Site.exchange`); counts failing one
+    come here for the error.
     """
     if input_split_sizes is None or output_split_sizes is None:
         given, missing = ("input", "output") if output_split_sizes is None else ("output", "input")

@@ -6,7 +6,7 @@ distinct eager call site (:class:`_Site`) and reused until the next
 (un)binding of the mesh; :mod:`spmd_stubs.collectives` is the public surface
 over it.  An uneven all-to-all's row counts change from call to call (a
 mixture of experts routes afresh every step), so its site leaves them out
-and each call binds its own (:meth:`_Site.__call__`).
+and each call binds its own (:meth:`_Site.exchange`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,15 @@ from spmd_stubs._collective_args import (
     no_process_group,
     not_differentiable,
 )
-from spmd_stubs._comm import Length, Rows, exchange_rows, never_registered, registered, straight_to_group
+from spmd_stubs._comm import (
+    Length,
+    Rows,
+    exchange_rows,
+    group_exchange_rows,
+    never_registered,
+    registered,
+    straight_to_group,
+)
 from spmd_stubs._kernels import IN_PLACE_KERNELS, KERNELS, Comm, Kernel, direct_run, partial_share
 from spmd_stubs._validation import between_real_ranks, check_agreement
 from spmd_stubs.core import AxisType, Kind, Step
@@ -298,18 +306,77 @@ class _Site(_Bound):
         # Chosen once: a site made under torch.compile is traced and read afresh.
         self.registered = never_registered if _traced() else registered
 
-    def __call__(self, x: torch.Tensor, rows: Optional[Rows] = None) -> torch.Tensor:
-        """The call on ``x``; ``rows``: an uneven ``all_to_all(V, V)``'s (:func:`checked_rows`), bound for this call."""
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """The call on ``x``."""
         if not (self.registered(self.comm.group) or dist.is_initialized()):
             raise no_process_group(self.op, self.comm.axis)
         if self.averages:
             check_averageable(x, self.op, self.comm.axis)
         if _validation.active and between_real_ranks(x):
-            check_agreement(self.plan.step, self.comm, x, self.reduction, rows)
-        if rows is None:
-            return self.apply(x)
-        check_rows_sent(x, rows, self.comm.axis)
-        return _Bound(self.plan, self.comm, 1, rows).apply(x)
+            check_agreement(self.plan.step, self.comm, x, self.reduction)
+        return self.apply(x)
+
+    def exchange(
+        self,
+        x: torch.Tensor,
+        input_split_sizes: Optional[Sequence[Length]],
+        output_split_sizes: Optional[Sequence[Length]],
+    ) -> torch.Tensor:
+        """The uneven ``all_to_all(V, V)`` on ``x`` (a site made with ``rows=True``), with this call's row counts.
+
+        An eager call on real ranks that records nothing for autograd, outside
+        validation mode, whose counts (a list or tuple) pass every check
+        :meth:`_exchange_checked` makes, goes straight to the group: the
+        checks are C builtins on the counts as given, and no ``Rows`` or
+        ``_Bound`` is made.  The token dispatch changes its counts every call,
+        so this is what it pays per call where the raw call pays
+        ``torch.distributed``'s wrapper.  Any other call takes
+        :meth:`_exchange_checked`, which says what is wrong.
+        """
+        comm = self.comm
+        sent, received = input_split_sizes, output_split_sizes
+        if (
+            # Never a site made under torch.compile (never_registered): traced calls take the checked path.
+            self.registered(comm.group)
+            and not _validation.active
+            and not (x.requires_grad and torch.is_grad_enabled())
+            and forward_ad._current_level < 0
+            # Before the counts are compared: a simulated rank's are SymInts, whose comparison asks every rank.
+            and straight_to_group(x)
+            and isinstance(sent, (list, tuple))
+            and isinstance(received, (list, tuple))
+            and len(sent) == comm.size == len(received)
+            and min(sent) >= 0
+            and min(received) >= 0
+            and x.ndim
+            and x.shape[0] == sum(sent)
+        ):
+            try:
+                # Eager on real ranks every count is an int (a SymInt comes of a simulated tensor only).
+                return group_exchange_rows(comm.group, received, sent, x)  # type: ignore[arg-type]
+            except (RecursionError, NotImplementedError):
+                raise  # as in _Bound.run
+            except RuntimeError as error:
+                raise backend_error(self.plan.step, comm.axis, x, error) from error
+        return self._exchange_checked(x, sent, received)
+
+    def _exchange_checked(
+        self,
+        x: torch.Tensor,
+        input_split_sizes: Optional[Sequence[Length]],
+        output_split_sizes: Optional[Sequence[Length]],
+    ) -> torch.Tensor:
+        """:meth:`exchange` with each check in turn (:func:`checked_rows`, validation mode's exchange,
+        :func:`check_rows_sent`), recorded for autograd where a gradient can flow."""
+        comm = self.comm
+        eager = between_real_ranks(x)
+        rows = checked_rows(input_split_sizes, output_split_sizes, comm.size, comm.axis, eager)
+        if not (self.registered(comm.group) or dist.is_initialized()):
+            raise no_process_group(self.op, comm.axis)
+        if _validation.active and eager:
+            check_agreement(self.plan.step, comm, x, self.reduction, rows)
+        check_rows_sent(x, rows, comm.axis)
+        return _Bound(self.plan, comm, 1, rows).apply(x)
 
 
 class _InPlaceSite(_Site):
@@ -348,13 +415,18 @@ def call_site(
     group: Optional[dist.ProcessGroup] = None,
     average: bool = False,
     in_place: bool = False,
+    rows: bool = False,
 ) -> Site:
     """The site of ``op(x, axis, src=src, dst=dst, ...)`` (what to call on ``x``), or the call's error.
 
     ``in_place``: ``op_``, which writes the result over ``x`` (``all_reduce_`` only).
+    ``rows``: an uneven ``all_to_all``'s, whose calls bind their row counts
+    (:meth:`_Site.exchange`); its src and dst must take them (V to V).
     """
     label = axes_label(axis)
     plan = _validated(op, src, dst, label, expert_mode)
+    if rows:
+        check_row_exchange(src, dst, label)
     if plan is None:
         return _unchanged
     # A pending avg resolves as the sum divided by the axis size, like op="avg".
@@ -391,20 +463,14 @@ def typed_call(
     group: Optional[dist.ProcessGroup] = None,
     average: bool = False,
     in_place: bool = False,
-    input_split_sizes: Optional[Sequence[Length]] = None,
-    output_split_sizes: Optional[Sequence[Length]] = None,
 ) -> torch.Tensor:
     """``op`` on ``x`` with the user's ``src``/``dst``; an eager call's site is worked out once.
 
     Under ``torch.compile`` the site is traced afresh (dynamo guards on what
     traced code reads from a dict, and the trace runs once anyway).
-    ``input_split_sizes``/``output_split_sizes``: an uneven ``all_to_all``'s
-    rows, bound per call to the site of the same call without them.
     """
     sizes = None if split_sizes is None else tuple(split_sizes)
     args = (op, axis, src, dst, expert_mode, sizes, group, average, in_place)
-    if input_split_sizes is not None or output_split_sizes is not None:
-        return _exchanged(x, args, input_split_sizes, output_split_sizes)
     # The lookup of _site, written out: the call it saves is a tenth of a microsecond on every collective.
     if _traced():
         return _site_of(*args)(x)
@@ -417,22 +483,20 @@ def typed_call(
     return site(x)
 
 
-_exchanges_rows = _memoized(check_row_exchange)
-"""That ``all_to_all``'s src and dst take row counts (V to V), or the algebra's error: worked out once per pair."""
-
-
-def _exchanged(
+def typed_exchange(
     x: torch.Tensor,
-    args: tuple[Any, ...],
+    axis: AxisLike,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    group: Optional[dist.ProcessGroup],
     input_split_sizes: Optional[Sequence[Length]],
     output_split_sizes: Optional[Sequence[Length]],
 ) -> torch.Tensor:
-    """:func:`typed_call` of an uneven ``all_to_all``: its site's plan on this call's rows."""
-    site = _site(args)
+    """An uneven ``all_to_all(x, axis, src=V, dst=V, ...)``: its site (``rows=True``) worked out once, as
+    :func:`typed_call`'s, and this call's row counts bound to it (:meth:`_Site.exchange`)."""
+    site = _site(("all_to_all", axis, src, dst, False, None, group, False, False, True))
     assert isinstance(site, _Site), "a collective's site, never a cast's unchanged one"
-    _exchanges_rows(site.plan.step.src, site.plan.step.dst, site.comm.axis)
-    eager = between_real_ranks(x)
-    return site(x, checked_rows(input_split_sizes, output_split_sizes, site.comm.size, site.comm.axis, eager))
+    return site.exchange(x, input_split_sizes, output_split_sizes)
 
 
 def _site(args: tuple[Any, ...]) -> Site:

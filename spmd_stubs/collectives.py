@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from spmd_stubs import core
 from spmd_stubs._collective_args import is_spec, spec_of
-from spmd_stubs._dispatch import call_site, typed_call
+from spmd_stubs._dispatch import call_site, typed_call, typed_exchange
 from spmd_stubs.core import planner
 from spmd_stubs.mesh import AxisLike, axes_label, group_of, mesh_dim_order
 from spmd_stubs.types import AxisAnnotation, P, SpmdTypeLike, to_axis_type
@@ -230,10 +230,9 @@ def all_to_all(
         [a, b, c]      [a, d, e]
         [d, e, f]  =>  [b, c, f]
     """
-    return typed_call(
-        "all_to_all", x, axis, src, dst, group=group,
-        input_split_sizes=input_split_sizes, output_split_sizes=output_split_sizes,
-    )
+    if input_split_sizes is None and output_split_sizes is None:
+        return typed_call("all_to_all", x, axis, src, dst, group=group)
+    return typed_exchange(x, axis, src, dst, group, input_split_sizes, output_split_sizes)
 
 
 # --------------------------------------------------------------------------

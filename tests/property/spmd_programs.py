@@ -651,8 +651,10 @@ def _index_makers(t: Value) -> list[tuple[OpSpec, Shape, int]]:
         return []
     last, rest = t.shape[-1], t.shape[:-1]
     nonlinear = Apply(Linearity.NONLINEAR, Arg(0))
-    return [
-        (OpSpec("argmax", "{0}.argmax(dim=-1)", nonlinear, 1), rest, last),
+    # No 0-dim index (argmax of a vector): x[i] reads its value as a Python int, one per rank in the
+    # simulated world, which it cannot give.
+    argmax = [(OpSpec("argmax", "{0}.argmax(dim=-1)", nonlinear, 1), rest, last)] if rest else []
+    return argmax + [
         (OpSpec("argmax_keepdim", "{0}.argmax(dim=-1, keepdim=True)", nonlinear, 1), rest + (1,), last),
         (OpSpec("topk_indices", f"{{0}}.topk({last // 2}, dim=-1).indices", nonlinear, 1), rest + (last // 2,), last),
     ]

@@ -113,6 +113,20 @@ def ep_gather_missing_reduce(mod: ModuleType, t: int) -> float:
     return err(mine.grad, (g @ sum(experts)).chunk(TP, 0)[t])
 
 
+def moe_aux_loss_overcount(mod: ModuleType, t: int) -> float:
+    # 8 tokens over 4 experts, rank r routing rows [4r, 4r+4); the global loss is the
+    # sum of the main loss's parts plus one load-balancing loss over the whole batch.
+    probs, fraction, main_parts = full(1, 8, 4).softmax(-1), full(2, 4).softmax(-1), full(3, TP)
+    ref = leaf(probs)
+    ref_loss = main_parts.sum() + 4 * (fraction * ref.mean(dim=0)).sum()
+    ref_loss.backward()
+    mine = leaf(probs.chunk(TP, 0)[t])
+    share = mod.training_loss(main_parts[t], mine, fraction, 8)
+    share.backward()
+    total = spmd.all_reduce(share.detach(), ep, src=P, dst=I)
+    return max(err(total, ref_loss), err(mine.grad, ref.grad.chunk(TP, 0)[t]))
+
+
 def embedding_missing_reduce(mod: ModuleType, t: int) -> float:
     tokens, table, w, b = torch.tensor([[0, 5], [7, 2], [3, 4]]), full(1, 8, 4), full(2, 4), full(3, 4)
     out = mod.embed_and_norm(tokens, table.chunk(TP, 0)[t], t * 4, w, b)
@@ -129,7 +143,7 @@ SCENARIOS: dict[str, Callable[[ModuleType, int], float]] = {
     for f in (
         sp_norm_grad, row_parallel_bias, ce_label_smoothing, cp_loss_scaling,
         grad_norm_duplicates, moe_raw_all_to_all, sp_gather_duplicate, ep_gather_missing_reduce,
-        embedding_missing_reduce, loss_overcount_tp,
+        embedding_missing_reduce, loss_overcount_tp, moe_aux_loss_overcount,
     )
 }
 

@@ -1,7 +1,11 @@
 """The one-attachment changes a layout problem's fix is chosen from.
 
 A change rewrites one ``... .sharding_config = ...`` statement of the
-checked module, in every world it runs in: first one type on the axis in
+checked module, in every world it runs in: first, for a ``local_map``
+region whose result is a pending sum (``Partial()`` on the axis), the
+gradients of the inputs it reads ``Replicate()`` with the gradient left out
+taken as ``Partial()`` (each rank's gradient of such an input is its share
+of the sum, whatever the body); then one type on the axis in
 one of its input or output layouts, then a config another name holds at
 the statement (``shared.w2.sharding_config = w2_config``), then another of
 the module's config builders (each ``bool`` parameter bound to a ``bool``
@@ -19,9 +23,9 @@ from typing import Any, Iterator
 
 from spmd_mypy.layouts.program import Function, Program
 from spmd_mypy.layouts.setters import Run
-from spmd_mypy.layouts.values import Config, Layout, World
+from spmd_mypy.layouts.values import Config, Layout, LocalMap, World
 from spmd_mypy.plans.tree import source
-from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, Shard
+from spmd_stubs.core import AxisType, Invariant, Kind, Partial, Replicate, Shard
 
 _TRIED_TYPES = {"spmd.R": Replicate, "spmd.I": Invariant, "spmd.P": Partial, "spmd.S(-1)": Shard(-1),
                 "spmd.S(0)": Shard(0), "spmd.S(1)": Shard(1)}
@@ -42,6 +46,16 @@ def changes(program: Program, module: str, worlds: list[World], axis: str, invol
     tried: a type retyped, a config another name holds there, another builder."""
     statements = list({id(a.node): a for w in worlds for a in w.attachments.values()
                        if a.module == module and id(a.node) in involved}.values())
+    for attachment in statements:
+        summed: list[str] = []
+        changed = _rewritten(worlds, attachment.node, lambda value: _summed_gradients(value, axis, summed))
+        if changed is not None:
+            names = dict.fromkeys(summed)
+            others = ", each other input's as DTensor's default" if len(names) < len(_inputs_of(attachment.value)) \
+                else ""
+            yield Change(attachment.node, f"give the local_map of {attachment.written}.sharding_config "
+                         f"in_grad_placements that take the gradients of {', '.join(names)} as "
+                         f"{Partial.on(axis)} ({axis}=spmd.P){others}", changed)
     for attachment in statements:
         for field_name in _FIELDS:
             for text, axis_type in _TRIED_TYPES.items():
@@ -115,6 +129,44 @@ def _rewritten(worlds: list[World], node: ast.Assign, change: Any, name: str = "
             attachments[path] = replace(attachment, value=value)
         found.append(replace(world, attachments=attachments))
     return found if any_changed else None
+
+
+def _inputs_of(config: Any) -> dict[str, Any]:
+    """A config's inputs by name, as its ``local_map`` numbers them."""
+    declared = config.get("in_dst_shardings") or config.get("in_src_shardings") if isinstance(config, Config) \
+        else None
+    return declared if isinstance(declared, dict) else {}
+
+
+def _summed_gradients(config: Any, axis: str, summed: list[str]) -> Any:
+    """A region whose result is ``Partial()`` on the axis, with the gradient of each input it reads
+    ``Replicate()`` there and leaves out given as ``Partial()`` (their names added to ``summed``), every
+    other gradient left out written as DTensor's default; the config as it is where none changes or a left
+    out layout is not known."""
+    region = config.get("local_map") if isinstance(config, Config) else None
+    produced = config.get("out_src_shardings") if isinstance(config, Config) else None
+    declared = _inputs_of(config)
+    result = produced.on(axis) if isinstance(produced, Layout) else None
+    if not isinstance(region, LocalMap) or not declared or result is None or result.kind is not Kind.P:
+        return config
+    given = region.gradients or ()
+    gradients, names = [], []
+    for index, (name, layout) in enumerate(declared.items()):
+        gradient = given[index] if index < len(given) else None
+        if gradient is not None:
+            gradients.append(gradient)
+            continue
+        if not isinstance(layout, Layout):
+            return config
+        default = Layout(tuple((a, Replicate if t.kind is Kind.P else t) for a, t in layout.types))
+        forward = layout.on(axis)
+        read_whole = forward is not None and forward.kind in (Kind.R, Kind.I)
+        gradients.append(_layout_with(default, Partial, axis) if read_whole else default)
+        names += [name] if read_whole else []
+    if not names:
+        return config
+    summed += names
+    return config.replaced("local_map", LocalMap(tuple(gradients)))
 
 
 def _keeps_checks(new: Any, old: Any) -> bool:

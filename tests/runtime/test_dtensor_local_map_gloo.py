@@ -69,6 +69,21 @@ def check_replicate_input_with_whole_work_is_i(world: DeviceMesh) -> None:
     torch.testing.assert_close(twice, 2 * want)
 
 
+def check_replicate_input_of_a_partial_result_takes_a_partial_gradient(world: DeviceMesh) -> None:
+    """Replicate in, Partial out (docs/spec.md#layouts-held-as-data): whatever the body, each rank's
+    gradient is its share of the sum, so only Partial gives the whole one; here with each rank's part of a
+    rowwise product and with the whole work scaled by one over the axis size."""
+    mesh = world["tp"]
+    rank = mesh.get_local_rank()
+    want = _reference(X, lambda x: x @ WEIGHT.T)
+    rowwise = lambda x: x[:, rank::2] @ WEIGHT[:, rank::2].T  # noqa: E731
+    halved = lambda x: (x @ WEIGHT.T) / 2  # noqa: E731
+    for body in (rowwise, halved):
+        share = _region_input_gradient(mesh, Replicate(), X, body, Partial(), None)
+        assert not torch.allclose(share, want)
+        torch.testing.assert_close(_region_input_gradient(mesh, Replicate(), X, body, Partial(), [Partial()]), want)
+
+
 def check_shard_input_is_s(world: DeviceMesh) -> None:
     """Shard(0) in and out: each rank's piece of the gradient."""
     mesh = world["tp"]
@@ -92,6 +107,6 @@ def check_partial_input_is_p_and_its_partial_gradient_double_counts(world: Devic
 
 
 CHECKS = by_name(check_replicate_input_with_a_sharded_weight_is_r, check_replicate_input_with_whole_work_is_i,
-                 check_shard_input_is_s, check_partial_input_is_p_and_its_partial_gradient_double_counts)
+                 check_replicate_input_of_a_partial_result_takes_a_partial_gradient, check_shard_input_is_s, check_partial_input_is_p_and_its_partial_gradient_double_counts)
 
 gloo_world, test_gloo = gloo_tests(__name__, CHECKS)

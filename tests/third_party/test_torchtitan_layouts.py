@@ -113,21 +113,32 @@ MISTAKES = {
 }
 
 # torchtitan's PR 4054 bug class: the routed experts' local_map reads their inputs' gradients with EP off as
-# DTensor's default (Replicate), so x_BLD is I@tp in a region whose expert weights are split on tp and whose
-# output is P@tp.  Not reported: RoutedExperts.forward's result is not known to the checker (its token
-# dispatcher's methods, the experts' parameters and torch._grouped_mm are not followed), so in strict mode the
-# region is a boundary, in the mistaken copy and in the shipped module alike.
+# DTensor's default (Replicate), so x_BLD is I@tp in a region whose output is P@tp: each rank's gradient of it
+# is only its share of the sum.
 ROUTED_GRADIENT = '''                        tokens_per_expert_layout,
                     )
                 ),'''
 ROUTED_GRADIENT_DROPPED = ROUTED_GRADIENT.replace("                    )\n",
                                                   "                    )\n                    if enable_ep\n"
                                                   "                    else None\n")
+# The fix as the error words it: every input's gradient P@tp, each other axis as DTensor's default.
+ROUTED_GRADIENT_SUMMED = ROUTED_GRADIENT_DROPPED.replace(
+    "else None", "else (experts_input_grad_layout, experts_input_grad_layout, experts_input_grad_layout, "
+    "SpmdLayout({DP: spmd.R, CP: spmd.R, TP: spmd.P}))")
+ROUTED_INPUTS = "x_BLD, topk_scores_BLK, topk_expert_ids_BLK, num_local_tokens_per_expert_E"
+MISTAKES["routed_gradient_dropped"] = Mistake(
+    MOE, (ROUTED_GRADIENT, ROUTED_GRADIENT_DROPPED), "moe_cfg.routed_experts.sharding_config",
+    ("(enable_ep=False, enable_sp=True) and (enable_ep=False, enable_sp=False)",
+     f'"moe_cfg.routed_experts" reads {ROUTED_INPUTS} as I@tp (DTensor\'s local_map: Replicate() with its gradient '
+     "left out) in a region whose result is P@tp (mesh axis tp)", "its share of the sum",
+     "give the local_map of moe_cfg.routed_experts.sharding_config in_grad_placements that take the gradients of "
+     f"{ROUTED_INPUTS} as P@tp (tp=spmd.P)"),
+    (ROUTED_GRADIENT_DROPPED, ROUTED_GRADIENT_SUMMED),
+)
 # A statement the setter interpreter does not follow (a loop over anything but a config's list).
 UNFOLLOWED_W1 = ("    feed_forward_cfg.w1.sharding_config = colwise_config()\n",
                  "    for _ in range(1):\n        feed_forward_cfg.w1.sharding_config = colwise_config()\n")
-OTHER_COPIES = {f"{MOE}_routed_gradient_dropped": (MOE, (ROUTED_GRADIENT, ROUTED_GRADIENT_DROPPED)),
-                f"{DECODER}_unfollowed_loop": (DECODER, UNFOLLOWED_W1)}
+OTHER_COPIES = {f"{DECODER}_unfollowed_loop": (DECODER, UNFOLLOWED_W1)}
 
 
 def replaced(code: str, edit: tuple[str, str]) -> str:
@@ -273,13 +284,3 @@ def test_a_setter_statement_not_followed_is_a_boundary_only_in_strict_mode(check
     said = dict(boundaries(checked.strict, module)).get(line, "")
     assert "set_dense_ffn_sharding" in said and "the loop over `range(1)`" in said, said
     assert boundaries(checked.cold, module) == [] and layout_errors(checked.cold, module) == []
-
-
-def test_the_routed_experts_gradient_left_to_the_default_is_not_judged(checked: Checked) -> None:
-    """PR 4054's bug class: the region whose inputs' gradient layouts are dropped with EP off is a strict
-    boundary, as in the shipped module, not a finding (the module docstring says what is not followed)."""
-    module = f"{MOE}_routed_gradient_dropped"
-    line = line_of(checked.root, module, "moe_cfg.routed_experts.sharding_config")
-    assert layout_errors(checked.cold, module) == [] and layout_errors(checked.strict, module) == []
-    said = dict(boundaries(checked.strict, module)).get(line, "")
-    assert "moe_cfg.routed_experts on mesh axis tp" in said and "RoutedExperts.forward's result is not known" in said

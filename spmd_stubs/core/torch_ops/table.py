@@ -187,6 +187,8 @@ RECORDS: tuple[Op, ...] = (
     *ops("dot vdot", BINARY_MUL, shape=matmul_of("i,i->"), partial="sum"),
     *ops("outer ger", BINARY_MUL, shape=matmul_of("i,j->ij"), partial="sum"),
     *ops("inner kron tensordot cross", BINARY_MUL),
+    # torch._grouped_mm(A, B, offs=...): each group of A's rows times its B (the offsets are no operand)
+    *ops("_grouped_mm", BINARY_MUL),
     *ops("einsum", Variadic(MULTILINEAR), shape=EINSUM, partial="sum", spmd=EINSUM_FORM),
     *ops("chain_matmul", Variadic(MULTILINEAR)),
     *ops("linear", LINEAR_LAYER, shape=LINEAR, partial="sum", spmd=SPMD_LINEAR, bias=2),

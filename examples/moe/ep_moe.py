@@ -89,7 +89,7 @@ class Exchange:
     """Rows sent to each ep rank."""
     received: list[int]
     """Rows received from each ep rank."""
-    from_each: torch.Tensor
+    from_each: Tensor[V@ep, I@tp]
     """``[ep, local experts]`` integers: row j, how many of rank j's rows go to each of this rank's experts."""
 
 

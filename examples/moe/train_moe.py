@@ -28,7 +28,7 @@ from spmd_stubs import I, P, S
 from spmd_stubs.axes import ep, tp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpt"))  # the GPT example's gloo launcher
-from gloo_launch import run_here, spawn, under_torchrun  # noqa: E402
+from gloo_launch import run_here, spawn, under_torchrun
 
 MESH = (2, 2)  # (ep, tp)
 LR = 0.1

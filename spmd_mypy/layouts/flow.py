@@ -26,6 +26,19 @@ the body's result must have the type ``from_local`` gives the
 ``out_src_shardings`` placement; under spmd_types' ``local_map`` both are
 the declared types.  A region whose body's result the evaluator does not
 know is recorded in :attr:`LayoutFlow.unfollowed`.
+
+Inside a region a module's parameters are DTensors of its
+``state_shardings`` placements (``local_map`` converts its inputs only):
+``if isinstance(self.w, DTensor):`` runs its body, ``self.w.to_local()``
+is the local tensor read with its placement as its gradient's.  A helper
+the module builds from its config (``self.token_dispatcher =
+config.token_dispatcher.build()``) runs the methods of the class the
+config field's annotation names.  A region whose result leaves as
+``Partial()`` gives every rank the whole gradient of it, so each rank's
+gradient of an input it reads ``Replicate()`` is that rank's share of the
+input's: under DTensor's ``local_map`` an input read so with its gradient
+left out (``I``) is a problem where an op carries its gradient and none
+selects with it (an index, such as an embedding's token ids).
 """
 
 from __future__ import annotations

@@ -266,7 +266,7 @@ EXPECTED_PLACES = Counter({
      "_sync_token_count_exchange"): 1,
     # Layouts the setters attach that no evaluated forward checks: the embedding's (Embedding.forward not
     # followed), the inner attention's local_map (its config's class unknown), the routed experts' region
-    # (RoutedExperts.forward not followed).
+    # (RoutedExperts.forward's result not known: combine's deterministic_scatter_add is not followed).
     (f"{COMMON}.decoder_sharding", "set_decoder_sharding_config", UNCHECKED_LAYOUT, None): 1,
     (f"{COMMON}.decoder_sharding", "set_gqa_inner_attention_local_map", UNCHECKED_LAYOUT, None): 1,
     (f"{COMMON}.moe_sharding", "", UNCHECKED_LAYOUT, None): 1,

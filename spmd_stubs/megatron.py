@@ -19,7 +19,7 @@ gather_from_sequence_parallel_region (output grad False)      all_gather(x, tp, 
 reduce_scatter_to_sequence_parallel_region                     reduce_scatter(x, tp, src=P, dst=S(0))
 all_gather_last_dim_from_tensor_parallel_region                all_gather(x, tp, src=S(-1), dst=R)
 reduce_scatter_last_dim_to_tensor_parallel_region              reduce_scatter(x, tp, src=P, dst=S(-1))
-all_to_all                                                     all_to_all(x, ep, src=V, dst=V)
+all_to_all                                                     all_to_all(x, ep, src=V, dst=V[, split sizes])
 =============================================================  ==========================================
 
 Megatron's ``all_to_all`` splits dim 0 into one chunk per rank and
@@ -133,10 +133,22 @@ def reduce_scatter_last_dim_to_tensor_parallel_region(
     return reduce_scatter(input_, tp, src=P, dst=S(-1), group=group)
 
 
-def all_to_all(group: Group, input_: Tensor[V@ep]) -> Tensor[V@ep]:
-    """Megatron's expert all-to-all (``group`` first, as there): V -> V on ``ep``.
+def all_to_all(
+    group: Group,
+    input_: Tensor[V@ep],
+    output_split_sizes_: Optional[Sequence[int]] = None,
+    input_split_sizes: Optional[Sequence[int]] = None,
+) -> Tensor[V@ep]:
+    """Megatron's expert all-to-all (``group`` first, the sizes in its order): V -> V on ``ep``.
 
-    Dim 0 is split into one chunk per rank of ``ep`` and the received chunks
-    are concatenated on dim 0; the backward is the same exchange reversed.
+    Without sizes dim 0 is split into one chunk per rank of ``ep`` and the
+    received chunks are concatenated on dim 0.  With both sizes it is the
+    token dispatch: ``input_split_sizes[k]`` rows go to rank k, and
+    ``output_split_sizes_[j]`` rows arrive from rank j
+    (:func:`spmd_stubs.collectives.all_to_all` with split sizes).  The
+    backward is the same exchange reversed.
     """
-    return _all_to_all(input_, ep, src=S(0), dst=S(0), group=group)
+    if output_split_sizes_ is None and input_split_sizes is None:
+        return _all_to_all(input_, ep, src=S(0), dst=S(0), group=group)
+    return _all_to_all(input_, ep, src=V, dst=V, input_split_sizes=input_split_sizes,
+                       output_split_sizes=output_split_sizes_, group=group)

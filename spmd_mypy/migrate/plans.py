@@ -60,12 +60,17 @@ def plan_helper(name: str, helper: Helper, call: cst.Call, axis_of: GroupAxis) -
     bound = calls.bind(call.args, helper.param_names())
     if isinstance(bound, str):
         return Todo(f"{name} {bound}; {by_hand}")
-    dst = helper.typed.dst
-    axis = helper.typed.axis
+    sizes = split_sizes(bound, *(next(p for p, r in helper.params if r is role) for role in _UNEVEN)) \
+        if helper.uneven is not None else None
+    if isinstance(sizes, str):
+        return Todo(f"{name}: {sizes}; {by_hand}")
+    typed = helper.uneven if sizes and helper.uneven is not None else helper.typed
+    dst = typed.dst
+    axis = typed.axis
     extra: list[cst.Arg] = []
     for param, role in helper.params:
         arg = bound.get(param)
-        if arg is None or role is Role.INPUT:
+        if arg is None or role is Role.INPUT or role in _UNEVEN:
             continue
         value = arg.value
         if role is Role.GROUP and not calls.is_none(value):
@@ -94,8 +99,25 @@ def plan_helper(name: str, helper: Helper, call: cst.Call, axis_of: GroupAxis) -
                         f"drop it and {by_hand}")
     if "input_" not in bound:
         return Todo(f"{name} is called without its tensor; {by_hand}")
-    typed = helper.typed
-    return _rewrite(call, typed.op, bound["input_"].value, axis, typed.src, dst, extra)
+    return _rewrite(call, typed.op, bound["input_"].value, axis, typed.src, dst, [*extra, *(sizes or [])])
+
+
+_UNEVEN = (Role.INPUT_SPLIT_SIZES, Role.OUTPUT_SPLIT_SIZES)
+
+
+def split_sizes(bound: dict[str, cst.Arg], input_sizes: str, output_sizes: str) -> list[cst.Arg] | str | None:
+    """An all-to-all's two split sizes as the typed call's keywords; None where neither is given, and
+    why not where only one is (the typed uneven exchange takes both: docs/spec.md#transitions)."""
+    given = {name: bound[param].value for name, param in (("input_split_sizes", input_sizes),
+                                                          ("output_split_sizes", output_sizes))
+             if param in bound and not calls.is_none(bound[param].value)}
+    if not given:
+        return None
+    if len(given) == 1:
+        (name, _), = given.items()
+        return (f"only {name} is given, the other side split evenly; the typed uneven all_to_all takes "
+                f"both (pass the even sizes too)")
+    return [calls.keyword(name, value) for name, value in given.items()]
 
 
 # --------------------------------------------------------------------------
@@ -147,10 +169,12 @@ def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite, axis_
     in_place = raw.op == "all_reduce" and _seen_by_others(target, site)
     sketch = _sketch(raw, x, None if in_place else target, axis or "AXIS", group, raw.dst or "R|I", reduction)
 
-    blocker = _blocker(short, bound, target, axis, group, reduction, site, in_place)
+    sizes = split_sizes(bound, "input_split_sizes", "output_split_sizes") if raw.op == "all_to_all" else None
+    blocker = sizes if isinstance(sizes, str) else _blocker(short, bound, target, axis, group, reduction, site, in_place)
     if blocker is not None:
-        return Todo(f"{blocker}; the typed form is `{sketch}`")
-    dst = raw.dst or site.replicated_dst
+        return Todo(f"{short}: {blocker}; the typed form is `{sketch}`" if blocker is sizes else
+                    f"{blocker}; the typed form is `{sketch}`")
+    src, dst = ("V", "V") if sizes else (raw.src, raw.dst or site.replicated_dst)
     if dst is None:
         return Todo(
             f"choose the type of the replicated result: dst=I if every rank next does the same "
@@ -158,13 +182,13 @@ def plan_raw(name: str, raw: RawCollective, call: cst.Call, site: RawSite, axis_
             f"the typed form is `{sketch}` (--replicated-dst decides for a whole run)"
         )
     assert axis is not None and group is not None
-    extra = [calls.keyword("group", group.value)]
+    extra = [*(sizes or []), calls.keyword("group", group.value)]
     if reduction == "avg":
         extra.insert(0, calls.keyword("op", cst.SimpleString('"avg"')))
     if in_place:
-        return _rewrite(call, "all_reduce_", x, axis, raw.src, dst, extra)
+        return _rewrite(call, "all_reduce_", x, axis, src, dst, extra)
     assert isinstance(target, cst.Name)
-    return _rewrite(call, raw.op, x, axis, raw.src, dst, extra, target=target.value)
+    return _rewrite(call, raw.op, x, axis, src, dst, extra, target=target.value)
 
 
 def _seen_by_others(target: cst.BaseExpression, site: RawSite) -> bool:
@@ -228,9 +252,6 @@ def _blocker(short: str, bound: dict[str, cst.Arg], target: cst.BaseExpression, 
         return (f"{short} reduces with {calls.source(bound['op'].value)}: typed, its input pends a {reduction} "
                 f"(src={_PENDING[reduction]}) and its gradient goes to the ranks holding the {reduction}; "
                 f"keep the raw call where no gradient flows")
-    for sizes in ("output_split_sizes", "input_split_sizes"):
-        if sizes in bound and not calls.is_none(bound[sizes].value):
-            return f"{short} has uneven {sizes}; the typed all_to_all splits evenly"
     if not in_place:
         if not isinstance(target, cst.Name):
             return (f"{short} writes into {calls.source(target)} in place; the typed call returns a new "

@@ -10,7 +10,8 @@ issue exactly the calls written here, so the two cannot drift apart.
 
 Megatron's ``all_to_all`` splits dim 0 and concatenates on dim 0, so it is
 ``all_to_all(S(0), S(0))`` (local SPMD reads that as V -> V): the dims keep
-the runtime shapes identical to Megatron's.
+the runtime shapes identical to Megatron's.  Given split sizes (the token
+dispatch) it is ``all_to_all(V, V)`` with them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Role(enum.Enum):
     INPUT = "the tensor"
     GROUP = "passed on as group= (the typed call's process-group override)"
     SPLIT_SIZES = "passed on as split_sizes="
+    INPUT_SPLIT_SIZES = "passed on as input_split_sizes=: the helper's uneven call"
+    OUTPUT_SPLIT_SIZES = "passed on as output_split_sizes=: the helper's uneven call"
     OUTPUT_GRAD = "True picks the helper's dst, False its dst_if_false"
     MUST_BE_NONE = "no typed equivalent: only None (the default) can be migrated"
     MUST_BE_FALSE = "a buffer-reuse knob with no typed equivalent: only False can be migrated"
@@ -52,6 +55,8 @@ class Helper:
     typed: Typed
     params: tuple[tuple[str, Role], ...]
     dst_if_false: str | None = None
+    uneven: Typed | None = None
+    """The typed call when split sizes are given (an all-to-all's token dispatch)."""
 
     def param_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.params)
@@ -101,9 +106,10 @@ HELPERS: dict[str, Helper] = {
         (
             _GROUP,
             _INPUT,
-            ("output_split_sizes_", Role.MUST_BE_NONE),
-            ("input_split_sizes", Role.MUST_BE_NONE),
+            ("output_split_sizes_", Role.OUTPUT_SPLIT_SIZES),
+            ("input_split_sizes", Role.INPUT_SPLIT_SIZES),
         ),
+        uneven=Typed("all_to_all", "ep", "V", "V"),
     ),
 }
 """Megatron-core's helpers (``megatron.core.tensor_parallel.mappings``)."""

@@ -48,6 +48,10 @@ def body(code: str) -> str:
         ("reduce_scatter_last_dim_to_tensor_parallel_region(x)",
          "spmd.reduce_scatter(x, tp, src=P, dst=S(-1))"),
         ("all_to_all(ep_group, x)", "spmd.all_to_all(x, ep, src=S(0), dst=S(0), group=ep_group)"),
+        # The token dispatch: uneven rows, V -> V with both sizes (megatron's order: output first).
+        ("all_to_all(self.ep_group, tokens, self.output_splits, self.input_splits)",
+         "spmd.all_to_all(tokens, ep, src=V, dst=V, group=self.ep_group, input_split_sizes=self.input_splits, "
+         "output_split_sizes=self.output_splits)"),
         ("reduce_from_tensor_model_parallel_region(x, group=self.tp_group)",
          "spmd.all_reduce(x, tp, src=P, dst=I, group=self.tp_group)"),
         ("reduce_from_tensor_model_parallel_region(x, group=None)", "spmd.all_reduce(x, tp, src=P, dst=I)"),
@@ -121,7 +125,7 @@ def test_unrelated_names_are_untouched() -> None:
         ("gather_from_sequence_parallel_region(x, tensor_parallel_output_grad=flag)",
          "tensor_parallel_output_grad=flag is decided at run time"),
         ("gather_from_sequence_parallel_region(x, use_global_buffer=True)", "use_global_buffer= is a buffer-reuse option"),
-        ("all_to_all(ep_group, x, sizes_out, sizes_in)", "output_split_sizes_= has no typed equivalent"),
+        ("all_to_all(ep_group, x, sizes_out)", "only output_split_sizes is given"),
         ("copy_to_tensor_model_parallel_region(*args)", "is called with *-unpacked arguments"),
         ("copy_to_tensor_model_parallel_region(x, bogus=1)", "has an argument bogus= the codemod does not know"),
         ("copy_to_tensor_model_parallel_region(group=tp_group)", "is called without its tensor"),

@@ -24,6 +24,9 @@ def migrate(lines: str, replicated_dst: str | None = None):
          "out = spmd.reduce_scatter(buf, dp, src=P, dst=S(0), group=dp_group)"),
         ("dist.all_to_all_single(out, buf, group=self.ep_group)",
          "out = spmd.all_to_all(buf, ep, src=S(0), dst=S(0), group=self.ep_group)"),
+        ("dist.all_to_all_single(out, buf, output_split_sizes=received, input_split_sizes=sent, group=ep_group)",
+         "out = spmd.all_to_all(buf, ep, src=V, dst=V, input_split_sizes=sent, output_split_sizes=received, "
+         "group=ep_group)"),
         ("dist.reduce_scatter_tensor(out, buf, op=dist.ReduceOp.SUM, group=cp_group, async_op=False)",
          "out = spmd.reduce_scatter(buf, cp, src=P, dst=S(0), group=cp_group)"),
     ],
@@ -93,7 +96,7 @@ def test_an_all_reduce_into_a_tensor_others_see_stays_in_place(before: str, afte
         # The flattened (dp, cp) group: a getter with arguments is not trusted.
         ("dist.all_reduce(buf, group=get_data_parallel_group(with_context_parallel=True))",
          "which mesh axis is group=get_data_parallel_group(with_context_parallel=True)?"),
-        ("dist.all_to_all_single(out, buf, sizes, None, group=ep_group)", "has uneven output_split_sizes"),
+        ("dist.all_to_all_single(out, buf, sizes, None, group=ep_group)", "only output_split_sizes is given"),
         ("dist.all_gather(parts, buf, group=tp_group)", "all_gather fills a list of tensors"),
         ("dist.reduce_scatter(out, parts, group=tp_group)", "reduce_scatter takes a list of inputs"),
         ("dist.all_to_all(outs, ins, group=ep_group)", "all_to_all exchanges lists of tensors"),

@@ -31,8 +31,9 @@ TARGETS = [
     ("megatron.core.transformer.attention", 1, 2),
     ("megatron.core.transformer.multi_latent_attention", 5, 0),
     ("megatron.core.transformer.moe.shared_experts", 4, 0),
-    # The (tp, ep)-flattened group of the MoE dispatcher is left to the author.
-    ("megatron.core.transformer.moe.token_dispatcher", 3, 8),
+    # The (tp, ep)-flattened group of the MoE dispatcher is left to the author; its uneven
+    # all_to_all calls (the token dispatch, both split sizes given) are rewritten.
+    ("megatron.core.transformer.moe.token_dispatcher", 6, 5),
     ("megatron.core.ssm.mamba_context_parallel", 2, 0),
     ("fairscale.nn.model_parallel.layers", 9, 0),
     ("fairscale.nn.model_parallel.mappings", 0, 2),

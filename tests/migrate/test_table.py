@@ -47,6 +47,14 @@ def test_the_output_grad_switch_matches(recorded):
     assert recorded == _expected(helper, helper.dst_if_false)
 
 
+def test_the_uneven_all_to_all_matches(recorded):
+    helper = HELPERS["all_to_all"]
+    typed_megatron.all_to_all(None, "x", [1, 2], [2, 1])
+    uneven = helper.uneven
+    assert uneven is not None
+    assert recorded == [(uneven.op, uneven.axis, core.parse_axis_type(uneven.src), core.parse_axis_type(uneven.dst))]
+
+
 def test_every_megatron_helper_of_spmd_stubs_has_a_row():
     assert set(typed_megatron.__all__) <= set(HELPERS)
 

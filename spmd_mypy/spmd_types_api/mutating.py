@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from mypy.nodes import ARG_NAMED, ARG_POS, CallExpr, DictExpr, Expression
+from mypy.nodes import ARG_NAMED, ARG_POS, CallExpr, DictExpr, Expression, RefExpr
 from mypy.plugin import FunctionContext
 from mypy.types import Type
 
@@ -84,12 +84,13 @@ def mutate_type_hook(settings: Config) -> Callable[[FunctionContext], Type]:
         updates = _updates(written, site, given) if written is not None else None
         if written is None or updates is None:
             if settings.strict and any(spmd_members(given)):
-                _report_unread(ctx, source_text(ctx, call.args[0]) or "x", given)
+                _report_unread(ctx, source_text(ctx, relabelled(call)[0]) or "x", given)
             return unknown_tensor(ctx.api) or ctx.default_return_type
-        shown = source_text(ctx, call.args[0]) or "x"
+        tensor, first = relabelled(call)
+        shown = source_text(ctx, tensor) or "x"
         axis_written = source_text(ctx, written["axis"]) if "axis" in written else None
-        gradient_free = built_without_gradient(call.args[0], call, ctx.api)
-        zeros = gradient_free and built_as_zeros(call.args[0], call, ctx.api)
+        gradient_free = built_without_gradient(tensor, first, ctx.api)
+        zeros = gradient_free and built_as_zeros(tensor, first, ctx.api)
         for axis, src, dst in updates:
             if _known_on(given, axis) and not zeros and not (gradient_free and _same_data(src, dst)):
                 _check_relabel(ctx, shown, axis_written or f'"{axis}"', axis, src, dst)
@@ -110,6 +111,15 @@ def mutate_type_hook(settings: Config) -> Callable[[FunctionContext], Type]:
         return result_type(ctx.api, given, updated_members(given, mutate))
 
     return hook
+
+
+def relabelled(call: CallExpr) -> tuple[Expression, CallExpr]:
+    """The tensor a ``mutate_type`` call relabels, and the call that reads it: through the nested calls a run
+    of relabels of one name is written as (:mod:`.narrowing`)."""
+    while call.args and isinstance(call.args[0], CallExpr) and isinstance(call.args[0].callee, RefExpr) \
+            and call.args[0].callee.fullname.rpartition(".")[2] == "mutate_type":
+        call = call.args[0]
+    return call.args[0], call
 
 
 def _report_unread(ctx: FunctionContext, shown: str, given: Type) -> None:

@@ -11,8 +11,11 @@ plugin makes each such statement the assignment it stands for::
     loss = spmd.assert_type(loss, {"dp": spmd.P, "tp": spmd.I})
 
 so ``loss`` has the declared type from there on, as after any rebinding
-(the value is the same object: nothing else changes).  A statement is
-rewritten where
+(the value is the same object: nothing else changes).  A run of
+``mutate_type`` statements on one name, one after another, is one
+assignment of the nested calls (``x = spmd.mutate_type(spmd.mutate_type(x,
+"dp", ...), "cp", ...)``): the name then takes no type half-way through the
+run.  A statement is rewritten where
 
 * its callee spells ``assert_type``, ``assert_local_type`` or
   ``mutate_type`` through the module's own import of spmd_types
@@ -99,12 +102,27 @@ def rewrite(tree: MypyFile, spellings: Spellings) -> bool:
 def _rewrite_scope(body: Block, bound: set[str], spellings: Spellings) -> bool:
     done = False
     for block in _blocks(body):
-        for index, statement in enumerate(block.body):
+        rewritten: list[Statement] = []
+        folding: str | None = None  # the name the last rewritten statement relabels with mutate_type
+        for statement in block.body:
             target = _narrowed(statement, bound, spellings)
-            if target is not None:
-                assert isinstance(statement, ExpressionStmt)
-                block.body[index] = _assignment(target, statement)
-                done = True
+            if target is None:
+                rewritten.append(statement)
+                folding = None
+                continue
+            assert isinstance(statement, ExpressionStmt) and isinstance(statement.expr, CallExpr)
+            relabels = spellings.called(statement.expr.callee) == "mutate_type"
+            previous = rewritten[-1] if rewritten else None
+            if relabels and folding == target.name and isinstance(previous, AssignmentStmt):
+                # One assignment for a run of relabels of one name: mypy's redefinition would widen the
+                # name, where the run sits in a branch, to every type it passes through on the way.
+                statement.expr.args[0] = previous.rvalue
+                previous.rvalue = statement.expr
+            else:
+                rewritten.append(_assignment(target, statement))
+            folding = target.name if relabels else None
+            done = True
+        block.body[:] = rewritten
     return done
 
 

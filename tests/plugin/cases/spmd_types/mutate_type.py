@@ -185,3 +185,12 @@ def table_filled_in_a_loop_around_its_relabel(learned_pos_embed: torch.Tensor, n
         spmd.assert_type(pos_embeds, {"tp": spmd.R})
         pos_embeds = spmd.mutate_type(pos_embeds, "tp", src=spmd.R, dst=spmd.I)  # E: spmd-runtime-rule the SPMD spec's reinterpret(R,I) runs convert(I,P) on the gradient
         pos_embeds[i] = learned_pos_embed[i]
+
+
+def counts_relabelled_in_a_branch(num_tokens_per_expert: torch.Tensor, checking: bool) -> None:
+    """gpt_oss/moe.py: the relabels run where type checking is on; after the branch the counts are either
+    type, never the one half-way through the loop (V@dp alone)."""
+    if checking:
+        for axis in ("dp", "cp"):
+            spmd.mutate_type(num_tokens_per_expert, axis, src=spmd.P, dst=spmd.V)
+    reveal_type(num_tokens_per_expert)  # N: Tensor[Any] | torch._tensor.Tensor[V@cp, V@dp]

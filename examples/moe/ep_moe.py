@@ -85,9 +85,9 @@ def shard(name: str, full: torch.Tensor, ep_rank: int, ep_size: int, tp_rank: in
 class Exchange:
     """The row counts of one dispatch, from this rank's side."""
 
-    sent: list[int]
-    """Rows sent to each ep rank."""
-    received: list[int]
+    sent: Tensor[V@ep, I@tp]
+    """Rows sent to each ep rank (integers, the same on each tp rank: the exchange keeps rows I@tp)."""
+    received: Tensor[V@ep, I@tp]
     """Rows received from each ep rank."""
     from_each: Tensor[V@ep, I@tp]
     """``[ep, local experts]`` integers: row j, how many of rank j's rows go to each of this rank's experts."""
@@ -130,9 +130,10 @@ class MoE(nn.Module):
         """
         per_rank = counts.view(self.ep_size, -1)
         from_each = spmd.all_to_all(per_rank, ep, src=V, dst=V)
-        exchange = Exchange(per_rank.sum(dim=1).tolist(), from_each.sum(dim=1).tolist(), from_each)
+        exchange = Exchange(per_rank.sum(dim=1), from_each.sum(dim=1), from_each)
         rows = spmd.all_to_all(
-            routed, ep, src=V, dst=V, input_split_sizes=exchange.sent, output_split_sizes=exchange.received
+            routed, ep, src=V, dst=V,
+            input_split_sizes=exchange.sent.tolist(), output_split_sizes=exchange.received.tolist(),
         )
         return rows, exchange
 
@@ -151,7 +152,8 @@ class MoE(nn.Module):
         outs = [self._expert(group, self.w1[e], self.w2[e]) for e, group in enumerate(groups)]
         out = torch.cat(outs)[by_expert.argsort()]
         return spmd.all_to_all(
-            out, ep, src=V, dst=V, input_split_sizes=exchange.received, output_split_sizes=exchange.sent
+            out, ep, src=V, dst=V,
+            input_split_sizes=exchange.received.tolist(), output_split_sizes=exchange.sent.tolist(),
         )
 
     @staticmethod

@@ -20,8 +20,9 @@ spmd_types                         typed as
 
 The axis ``a`` is a string (``"tp"``), a ``StrEnum`` member (its value) or
 a process group naming an axis (:func:`spmd_mypy.groups.axis_of_group`).
-The other options (split sizes, ``gather_dim``, dtypes, ``async_op``)
-change no local type; ``all_reduce(inplace=True)`` is also checked as the
+Rows exchanged with ``input_split_sizes`` take, on every other axis, the
+type the counts leave them (:func:`spmd_mypy.typed_collectives.rows_elsewhere`);
+the other options (``gather_dim``, dtypes, ``async_op``) change no local type; ``all_reduce(inplace=True)`` is also checked as the
 in-place form (its target keeps its type: ``spmd-inplace``).  A call whose axis, ``src`` or ``dst`` is not
 written out keeps mypy's type.  Where spmd_types' run time accepts what
 the spec refuses (``reinterpret(I,P)``, an ``all_to_all`` between ``V`` and
@@ -48,7 +49,7 @@ from spmd_mypy.sources import SourceUnreadable
 from spmd_mypy.spmd_types_api.reading import Site, axis_name, axis_type, site_of
 from spmd_mypy.spmd_types_api.spelling import in_spmd_types_spelling
 from spmd_mypy.transitions import Request, apply
-from spmd_mypy.typed_collectives import _check_in_place_target as check_in_place_target
+from spmd_mypy.typed_collectives import check_in_place_target, passed, rows_elsewhere
 from spmd_stubs.core import AxisType, Invariant, Kind, Partial, Replicate, SpmdTypeError, Varying
 
 
@@ -95,6 +96,9 @@ def collective_hook(name: str, settings: Config) -> Callable[[FunctionContext], 
         axis_written = _source(ctx, args["axis"][0], request.axes[0])
         results = apply(request, lambda error: _report(ctx, name, request, axis_written, error),
                         regions.current_axes(ctx.api))
+        sent = args.get("input_split_sizes")
+        if name == "all_to_all" and sent is not None and passed(sent):
+            results = rows_elsewhere(ctx, request.axes, list(results), sent[0]) or results
         boundaries.check_returned(ctx.api, ctx.context, results)
         tensor = tensor_instance(args["x"][1]) or unknown_tensor(ctx.api)
         return result_type(ctx.api, tensor or ctx.default_return_type, results)

@@ -425,6 +425,35 @@ def row_exchange_problem(actual: AxisType, axis: str) -> tuple[str, str] | None:
             f"where it is made")
 
 
+def row_exchange_elsewhere(actual: AxisType, other: str, axis: str, counts: AxisType | None) -> AxisType:
+    """The type on ``other`` of rows exchanged by counts on ``axis``, the counts ``counts`` on ``other``.
+
+    Counts the same on every rank of ``other`` (R, I) send the same rows from
+    each of them: the rows keep ``actual``.  Any other counts (V, a pending
+    sum, unknown) may pick other rows on each rank of ``other``, so the
+    result is each rank's own, V: from V or S(i) rows, or from R rows (the
+    pieces' gradients add up to the replicated value's).  I rows would get a
+    gradient that differs per rank where it must be one, and the parts of a
+    pending reduction would never meet: ``spmd-collective``, with the fix.
+    """
+    if counts is not None and counts.kind in (R, I):
+        return actual
+    if actual.kind in (V, R):
+        return Varying
+    said = f"the counts are {counts.on(other)}" if counts is not None else "the counts have no known type"
+    fix = (f"all_reduce(x, {other}, src={actual}, dst=R)" if actual.kind is P
+           else f"convert(x, {other}, src={actual}, dst=R)")
+    harm = "unreduced" if actual.kind is P else "with a gradient that differs per rank"
+    raise SpmdTypeError(
+        Code.COLLECTIVE,
+        other,
+        f"all_to_all on {axis} with input_split_sizes= may send other rows from each rank of {other}, as {said} "
+        f"(only counts R or I on {other} are the same on each of its ranks): the input is {actual.on(other)}, "
+        f"which different rows per rank would leave {harm}. Fix: first {fix}, and the result is V@{other}; or "
+        f"count the rows from values that are R or I on {other}, passed as `counts.tolist()`.",
+    )
+
+
 def _source_fix(op: str, declared: AxisType, actual: AxisType, axis: str, dst: AxisType | None,
                 expert_mode: bool) -> tuple[str, str | None]:
     """The fix of a wrong ``src=``, and the call that replaces ``op``'s (None without a ``dst``)."""

@@ -49,7 +49,7 @@ from spmd_calls import Helper
 
 from spmd_stubs import core
 from spmd_stubs.core import Apply, Arg, AxisType, Kind, Linearity, Replicate, SpmdTypeError, Varying
-from spmd_stubs.core.comms import check_row_exchange
+from spmd_stubs.core.comms import check_row_exchange, row_exchange_elsewhere
 
 AXES = ("dp", "tp")
 AXIS_SIZE = 2
@@ -186,9 +186,9 @@ class RowCounts:
 
 UNEVEN_COUNTS_VARY_WHERE_ROWS_DO_NOT = "uneven all_to_all, counts vary where its rows do not"
 """The feature of an exchange whose counts vary on another axis where its rows are R, I or P: the rows
-each rank gets then differ along that axis, which the checker's result type (the rows' own type
-there) does not say. The counts reach the call as ``list[int]`` (``.tolist()``), values the checker
-does not type; accepted, such a program computes wrong gradients."""
+each rank gets then differ along that axis. R rows become V there; I or P rows are rejected
+(:func:`spmd_stubs.core.comms.row_exchange_elsewhere`: the checker reads the counts' type through
+``.tolist()``)."""
 
 
 @dataclass(frozen=True)
@@ -688,11 +688,13 @@ def _with_index(operands: list[Value], index: Value) -> list[Value]:
 _NOT_VARYING_ON_AXIS = (Kind.R, Kind.I, Kind.P)
 
 
-def _exchange_candidates(value: Value, axis_index: int, counts: str, wild: bool) -> list[Candidate]:
+def _exchange_candidates(value: Value, axis_index: int, counts: RowCounts, wild: bool) -> list[Candidate]:
     """The uneven exchange of ``value``'s rows on one axis, by the counts input ``counts``.
 
-    Tame: ``src=V, dst=V`` on a value that varies there (V or S(i)). Wild also: on an R, I or P value,
-    or declaring ``src=S(0), dst=S(0)``; the checker must reject those (``spmd-collective``).
+    Tame: ``src=V, dst=V`` on a value that varies there (V or S(i)), where on every other axis the
+    counts are R or the rows V or R (then V). Wild also: on an R, I or P value, declaring ``src=S(0),
+    dst=S(0)``, or with I or P rows where the counts vary; the checker must reject those
+    (``spmd-collective``).
     """
     actual, axis = value.types[axis_index], AXES[axis_index]
     if not value.shape:
@@ -705,10 +707,17 @@ def _exchange_candidates(value: Value, axis_index: int, counts: str, wild: bool)
             codes: frozenset[str] = frozenset()
         except SpmdTypeError as err:
             codes = frozenset({err.code.value})
+        types: list[AxisType] = []
+        for index, (row, counted) in enumerate(zip(value.types, counts.types)):
+            try:
+                types.append(Varying if index == axis_index else row_exchange_elsewhere(row, AXES[index], axis, counted))
+            except SpmdTypeError as err:
+                codes |= {err.code.value}
+                types.append(Varying)
         if codes and not wild:
             continue
-        types = value.types[:axis_index] + (Varying,) + value.types[axis_index + 1 :]
-        statement = Comm(Value("_", value.shape, types), "all_to_all", value.name, axis, src, dst, False, counts)
+        statement = Comm(Value("_", value.shape, tuple(types)), "all_to_all", value.name, axis, src, dst, False,
+                         counts.name)
         out.append(Candidate(functools.partial(_renamed, statement), codes))
     return out
 
@@ -887,7 +896,7 @@ def _exchange_step(draw: st.DrawFn, draft: _Draft, value: Value, axis_index: int
     """An uneven ``all_to_all`` of ``value``'s rows on one axis, with a new row counts input."""
     types = tuple(Varying if a == axis_index else draw(st.sampled_from([Replicate, Varying])) for a in range(len(AXES)))
     counts = RowCounts(f"n{len(draft.counts)}", AXES[axis_index], value.shape[0] if value.shape else 0, types)
-    candidates = _exchange_candidates(value, axis_index, counts.name, draft.wild)
+    candidates = _exchange_candidates(value, axis_index, counts, draft.wild)
     if not candidates:
         return
     chosen = draw(st.sampled_from(candidates))

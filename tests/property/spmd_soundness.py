@@ -27,7 +27,7 @@ from typing import Iterator, Optional
 import torch
 import torch.distributed as dist
 from mypy_batch import REPO, FileErrors, MypyRun, run_mypy, write_config
-from spmd_programs import UNEVEN_COUNTS_VARY_WHERE_ROWS_DO_NOT, Call, Local, Program, to_source
+from spmd_programs import Call, Local, Program, to_source
 from spmd_reference import Inputs, expected_pairs, random_inputs, rank_parts, reference_gradients, selector_parts
 
 RUNTIME_TESTS = REPO / "tests" / "runtime"
@@ -174,9 +174,6 @@ class Report:
     """Rejected programs per kind of helper call and feature, and those of them that run with wrong gradients."""
     accepted_runtime_errors: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
-    unexplained_mismatches: list[str] = field(default_factory=list)
-    """The mismatches of programs without :data:`~spmd_programs.UNEVEN_COUNTS_VARY_WHERE_ROWS_DO_NOT`, the
-    known gap: a new soundness bug is among these."""
     rejected: Counter[str] = field(default_factory=Counter)
     rejected_refused: Counter[str] = field(default_factory=Counter)
     rejected_wrong: Counter[str] = field(default_factory=Counter)
@@ -231,8 +228,6 @@ def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mes
                 problems = judge(program, outcome, inputs)
                 if problems:
                     report.mismatches.append(_describe(program, verdict, "\n".join(problems)))
-                    if UNEVEN_COUNTS_VARY_WHERE_ROWS_DO_NOT not in program.features:
-                        report.unexplained_mismatches.append(report.mismatches[-1])
             continue
         wrong = outcome.error is None and bool(judge(program, outcome, inputs))
         report.rejected_calls.update(call_kinds(program))

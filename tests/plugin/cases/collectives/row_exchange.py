@@ -3,7 +3,7 @@ import torch
 
 import spmd_stubs as spmd
 from spmd_stubs import I, P, R, S, Tensor, V
-from spmd_stubs.axes import dp, ep
+from spmd_stubs.axes import dp, ep, tp
 
 
 def dispatch(tokens: Tensor[V@ep], tokens_per_rank: Tensor[V@ep], expert_weight: Tensor[V@ep]) -> Tensor[V@ep]:
@@ -76,3 +76,33 @@ def untyped_counts(t: torch.Tensor, sizes: list[int], back: list[int]) -> None:
 
 def sizes_left_to_their_default(x: Tensor[S(0)@ep]) -> None:
     reveal_type(spmd.all_to_all(x, ep, src=S(0), dst=S(1), input_split_sizes=None, output_split_sizes=None))  # N: Tensor[S(1)@ep]
+
+
+def experts_split_over_tp(tokens: Tensor[V@ep, I@tp], counts: Tensor[V@ep, I@tp]) -> None:
+    """Counts the same on every tp rank (computed from I@tp routing) send the same rows from each: the rows stay
+    I@tp for the experts' tensor parallelism."""
+    received = spmd.all_to_all(counts, ep, src=V, dst=V)
+    sent_sizes, received_sizes = counts.tolist(), received.tolist()
+    routed = spmd.all_to_all(tokens, ep, src=V, dst=V, input_split_sizes=sent_sizes, output_split_sizes=received_sizes)
+    reveal_type(routed)  # N: Tensor[V@ep, I@tp]
+
+
+def counts_varying_on_tp(tokens: Tensor[V@ep, I@tp], counts: Tensor[V@ep, V@tp], back: list[int]) -> None:
+    """Counts V@tp may pick other rows on each tp rank: I@tp rows would get a gradient that differs per rank."""
+    spmd.all_to_all(tokens, ep, src=V, dst=V, input_split_sizes=counts.tolist(), output_split_sizes=back)  # E: spmd-collective may send other rows from each rank of tp, as the counts are V@tp (only counts R or I on tp are the same on each of its ranks)
+
+
+def counts_varying_on_tp_fixed(tokens: Tensor[V@ep, I@tp], counts: Tensor[V@ep, V@tp], back: list[int]) -> None:
+    replicated = spmd.convert(tokens, tp, src=I, dst=R)
+    rows = spmd.all_to_all(replicated, ep, src=V, dst=V, input_split_sizes=counts.tolist(), output_split_sizes=back)
+    reveal_type(rows)  # N: Tensor[V@ep, V@tp]
+
+
+def counts_of_unknown_type(tokens: Tensor[V@ep, P@tp], sizes: list[int], back: list[int]) -> None:
+    """Counts whose type is not read may differ on tp: the parts of a pending sum would never meet."""
+    spmd.all_to_all(tokens, ep, src=V, dst=V, input_split_sizes=sizes, output_split_sizes=back)  # E: spmd-collective as the counts have no known type
+
+
+def counts_of_unknown_type_fixed(tokens: Tensor[V@ep, P@tp], sizes: list[int], back: list[int]) -> None:
+    whole = spmd.all_reduce(tokens, tp, src=P, dst=R)
+    reveal_type(spmd.all_to_all(whole, ep, src=V, dst=V, input_split_sizes=sizes, output_split_sizes=back))  # N: Tensor[V@ep, V@tp]

@@ -1,25 +1,17 @@
-"""DTensor placements and integers as written in source: the one reader plans, layouts and local_map share."""
+"""DTensor placements as written in source: the one reader plans and local_map share."""
 
 from __future__ import annotations
 
 from typing import Callable
 
-from mypy.nodes import CallExpr, Expression, IntExpr, RefExpr, StrExpr, UnaryExpr
+from mypy.nodes import CallExpr, Expression, RefExpr, StrExpr
 
+from spmd_mypy.call_arguments import int_value
 from spmd_mypy.fullnames import PLACEMENT_MODULE
 from spmd_stubs.core.parallel_styles import Placement
 
 
-def int_literal(expr: Expression) -> int | None:
-    """``3`` or ``-1`` as written; None for anything else."""
-    if isinstance(expr, IntExpr):
-        return expr.value
-    if isinstance(expr, UnaryExpr) and expr.op == "-" and isinstance(expr.expr, IntExpr):
-        return -expr.expr.value
-    return None
-
-
-def placement_written(expr: Expression, dim_of: Callable[[Expression], object] = int_literal) -> Placement | None:
+def placement_written(expr: Expression, dim_of: Callable[[Expression], object] = int_value) -> Placement | None:
     """``Replicate()``, ``Partial()`` / ``Partial("sum")``, ``Shard(d)`` / ``Shard(dim=d)``; None for anything else.
 
     ``dim_of`` reads a shard's dim (a literal by default; a plan reads names

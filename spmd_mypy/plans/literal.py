@@ -44,8 +44,9 @@ from mypy.nodes import (
     UnaryExpr,
 )
 
+from spmd_mypy.call_arguments import int_value
 from spmd_mypy.fullnames import STYLE_MODULE
-from spmd_mypy.placement_literals import int_literal, placement_written
+from spmd_mypy.placement_literals import placement_written
 from spmd_mypy.statements import statements_in
 from spmd_stubs.core.parallel_styles import STYLES, KeywordLayouts, Option, Placement
 
@@ -152,7 +153,7 @@ def option(expr: Expression, scope: Scope) -> Option:
         raise Unreadable(expr, "is not a tuple of placements")
     if isinstance(expr, DictExpr):
         return _keyword_layouts(expr, scope)
-    number = int_literal(expr)
+    number = int_value(expr)
     if number is not None:
         return number
     return _placement(expr, scope)

@@ -50,7 +50,6 @@ from mypy.nodes import (
     Expression,
     FuncItem,
     IndexExpr,
-    IntExpr,
     MemberExpr,
     MypyFile,
     NameExpr,
@@ -58,12 +57,12 @@ from mypy.nodes import (
     StrExpr,
     TupleExpr,
     TypeInfo,
-    UnaryExpr,
     Var,
 )
 from mypy.plugin import FunctionContext, MethodContext
 from mypy.types import Instance, LiteralType, get_proper_type
 
+from spmd_mypy.call_arguments import int_value
 from spmd_mypy.config import AxisNames, Config
 from spmd_mypy.groups import axis_of_group
 from spmd_mypy.representation import local_form, spmd_members
@@ -302,7 +301,7 @@ def _entry_of_spec(entry: IndexExpr, site: Site, depth: int) -> list[str] | None
     if tensor is None:
         return None
     known = _known_type(tensor, site)
-    dim = _int_literal(entry.index)
+    dim = int_value(entry.index)
     if known is None or dim is None or dim < 0:
         return []
     shards = [(axis, typ) for axis, typ in known.axes if typ.shard is not None]
@@ -359,7 +358,7 @@ def _axis_type(expr: Expression, site: Site, depth: int) -> AxisType | None:
     if local is not None:
         return local
     if isinstance(expr, CallExpr) and isinstance(expr.callee, RefExpr) and expr.callee.fullname in _SHARD:
-        dim = _int_literal(expr.args[0]) if len(expr.args) == 1 and not expr.arg_names[0] else None
+        dim = int_value(expr.args[0]) if len(expr.args) == 1 and not expr.arg_names[0] else None
         return Shard(dim) if dim is not None else Varying
     if isinstance(expr, NameExpr) and depth > 0:
         value = single_value(expr, site)
@@ -400,14 +399,6 @@ def _enum_value(expr: Expression) -> str | None:
         return assigned.value
     auto = isinstance(assigned, Instance) and assigned.type.fullname == "enum.auto"
     return expr.name.lower() if auto and info.has_base("enum.StrEnum") else None
-
-
-def _int_literal(expr: Expression) -> int | None:
-    if isinstance(expr, IntExpr):
-        return expr.value
-    if isinstance(expr, UnaryExpr) and expr.op == "-" and isinstance(expr.expr, IntExpr):
-        return -expr.expr.value
-    return None
 
 
 # --------------------------------------------------------------------------

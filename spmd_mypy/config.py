@@ -48,6 +48,12 @@ Keys:
     ``CLASS(flag=literal, ...)`` also states the literal constructor
     arguments that decide the instance's flags (picotron's LM head:
     ``ColumnParallelLinear(gather_output=True)``).
+``meshes`` (default none)
+    The meshes a model runs on over the same ranks, ``NAME: (axis, ...)``
+    each (``dense: (dp, cp, tp), experts: (dp, ep)``; a TOML table of lists
+    in pyproject.toml): a value of one passed where a type on another is
+    declared is ``spmd-mesh``, with ``reinterpret_mesh`` as the fix
+    (:mod:`spmd_mypy.mesh_transitions`).
 ``current_mesh`` (default none)
     The axes of the mesh spmd_types' ``set_current_mesh`` makes current,
     comma-separated (``dp, cp, tp``; a TOML list in pyproject.toml): where a
@@ -82,7 +88,7 @@ SECTION = "spmd_mypy"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _FLAGS = ("strict", "allow_redefinition", "show_fixes")
-_TABLES = ("groups", "sizes", "collectives", "configurations", "modules", "current_mesh")
+_TABLES = ("groups", "sizes", "collectives", "configurations", "modules", "current_mesh", "meshes")
 COLLECTIVE_PREFIX = "torch.distributed."
 
 
@@ -158,6 +164,9 @@ class Config:
     """The classes sub-module attributes hold at run time (:mod:`spmd_mypy.runtime_classes`)."""
     current_mesh: tuple[str, ...] = ()
     """The axes a bare spmd_types type (``spmd.V``) stands for; empty: a bare type is unknown."""
+    meshes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """The meshes over the same ranks (name, axes outermost first): a value crosses between them only by
+    ``reinterpret_mesh`` (:mod:`spmd_mypy.mesh_transitions`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The settings verdicts depend on, in JSON's types (mypy's cache compares them as stored)."""
@@ -236,7 +245,8 @@ def _load(config_file: str | None) -> Config:
                   collectives=parse_collectives(section.get("collectives", {})),
                   configurations=configurations, configuration=configuration,
                   modules=parse_runtime_classes(section.get("modules", {})),
-                  current_mesh=parse_current_mesh(section.get("current_mesh", ())))
+                  current_mesh=parse_current_mesh(section.get("current_mesh", ())),
+                  meshes=parse_meshes(section.get("meshes", {})))
 
 
 def _unknown(key: str, value: object) -> str:
@@ -402,6 +412,26 @@ def parse_current_mesh(value: object) -> tuple[str, ...]:
         raise ConfigError(f"[{SECTION}] current_mesh must name each axis of the current mesh once, comma-separated "
                           f"(current_mesh = dp, cp, tp), got {value!r}")
     return tuple(names)
+
+
+def parse_meshes(value: object) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``meshes`` as written: ``NAME: (axis, ...)`` pairs (a TOML table of lists in pyproject.toml)."""
+    declared: dict[str, tuple[str, ...]] = {}
+    for name, axes in _pairs("meshes", value, _MESHES_USAGE, "axes"):
+        names = [str(a).strip() for a in axes] if isinstance(axes, list) else (
+            [a.strip() for a in axes.strip().removeprefix("(").removesuffix(")").split(",")]
+            if isinstance(axes, str) else None)
+        if not name.isidentifier() or names is None or not names or not all(a.isidentifier() for a in names) \
+                or len(set(names)) != len(names):
+            raise ConfigError(f"[{SECTION}] meshes: {name!r} must name a mesh and each of its axes once, got "
+                              f"{axes!r}; {_MESHES_USAGE}")
+        if name in declared:
+            raise ConfigError(f"[{SECTION}] meshes: mesh {name!r} is declared twice; keep one")
+        declared[name] = tuple(names)
+    return tuple(declared.items())
+
+
+_MESHES_USAGE = "write NAME: (axis, ...) per mesh, outermost axis first (meshes = dense: (dp, cp, tp), experts: (dp, ep))"
 
 
 def parse_collectives(value: object) -> tuple[tuple[str, str], ...]:

@@ -31,6 +31,7 @@ TO_LOCAL: Final = "spmd_stubs.dtensor.to_local"
 FROM_LOCAL: Final = "spmd_stubs.dtensor.from_local"
 GLOBAL_SPMD: Final = "spmd_stubs.regions.global_spmd"
 LOCAL_MAP: Final = "spmd_stubs.regions.local_map"
+REINTERPRET_MESH: Final = "spmd_stubs.mesh_transitions.reinterpret_mesh"
 
 # --- spmd_types, the runtime checker (its own spelling of the vocabulary) ---
 SPMD_TYPES_PACKAGE: Final = "spmd_types."
@@ -40,6 +41,7 @@ SPMD_TYPES_API_BOUNDARY: Final = "spmd_types._traceback.api_boundary"
 SPMD_TYPES_LOCAL_MAP: Final = "spmd_types.runtime.local_map"
 SPMD_TYPES_ASSERT_TYPE: Final = ("spmd_types.runtime.assert_type", "spmd_types.runtime.assert_local_type")
 SPMD_TYPES_MUTATE_TYPE: Final = "spmd_types.runtime.mutate_type"
+SPMD_TYPES_REINTERPRET_MESH: Final = "spmd_types._reinterpret_mesh.reinterpret_mesh"
 SPMD_TYPES_ASSERT_TYPE_LIKE: Final = "spmd_types.runtime.assert_type_like"
 SPMD_TYPES_ASSERT_LOCAL_TYPE_LIKE: Final = "spmd_types.runtime.assert_local_type_like"
 SPMD_TYPES_RELABELS: Final = (*SPMD_TYPES_ASSERT_TYPE, SPMD_TYPES_MUTATE_TYPE)

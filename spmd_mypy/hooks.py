@@ -30,6 +30,7 @@ from spmd_mypy import (
     function_bodies,
     groups,
     megatron_helpers,
+    mesh_transitions,
     parameter_declarations,
     polymorphism,
     raw_collectives,
@@ -68,6 +69,7 @@ from spmd_mypy.fullnames import (
     PARALLELIZE_MODULE,
     PROCESS_GROUP,
     RAW_COLLECTIVE_MODULES,
+    REINTERPRET_MESH,
     RETURN_TYPES,
     RETURNED,
     SHARD,
@@ -84,6 +86,7 @@ from spmd_mypy.fullnames import (
     SPMD_TYPES_MUTATE_TYPE,
     SPMD_TYPES_NO_TYPECHECK,
     SPMD_TYPES_PACKAGE,
+    SPMD_TYPES_REINTERPRET_MESH,
     TENSOR,
     TENSOR_CLASSES,
     TO_LOCAL,
@@ -157,7 +160,9 @@ def _polymorphic_signature(fullname: str, settings: Config) -> Hook | None:
     """A user function's or class's: judged where its flag literals agree with the configuration."""
     if fullname.startswith(NOT_USER_CODE):
         return None
-    return instances.judged_where_agreeing(signatures.signature_hook, settings.configurations)
+    hook = signatures.signature_hook if not settings.meshes else \
+        mesh_transitions.checking_meshes(signatures.signature_hook, settings.meshes)
+    return instances.judged_where_agreeing(hook, settings.configurations)
 
 
 def _raw_collectives(module: str) -> tuple[str, Make]:
@@ -199,6 +204,8 @@ FUNCTIONS = HookTable(
         SPMD_TYPES_ASSERT_TYPE_LIKE: lambda _, settings: spmd_types_asserting.assert_type_like_hook(settings, True),
         SPMD_TYPES_ASSERT_LOCAL_TYPE_LIKE: lambda _, settings: spmd_types_asserting.assert_type_like_hook(settings, False),
         SPMD_TYPES_MUTATE_TYPE: lambda _, settings: spmd_types_mutating.mutate_type_hook(settings),
+        SPMD_TYPES_REINTERPRET_MESH: lambda _, settings: mesh_transitions.spmd_types_reinterpret_mesh_hook(settings),
+        REINTERPRET_MESH: always(mesh_transitions.reinterpret_mesh_hook),
         SPMD_TYPES_NO_TYPECHECK: always(spmd_types_unchecked.no_typecheck_hook),
         SPMD_TYPES_FORGOTTEN: always(spmd_types_unchecked.forgotten_hook),
         SPMD_TYPES_LOCAL_MAP: lambda _, settings: spmd_types_local_map.local_map_hook(settings),

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     )
     from spmd_stubs.dtensor import from_local, grad_placements_of, placements_of, spmd_type_of, to_local
     from spmd_stubs.mesh import bind_groups, bind_mesh, group_of, unbind
+    from spmd_stubs.mesh_transitions import reinterpret_mesh
     from spmd_stubs.ops import amax as amax
     from spmd_stubs.ops import amin as amin
     from spmd_stubs.ops import einsum as einsum
@@ -60,6 +61,7 @@ _LAZY = {
     "bind_groups": "spmd_stubs.mesh",
     "group_of": "spmd_stubs.mesh",
     "unbind": "spmd_stubs.mesh",
+    "reinterpret_mesh": "spmd_stubs.mesh_transitions",
     "global_spmd": "spmd_stubs.regions",
     "local_map": "spmd_stubs.regions",
     "spmd_type_of": "spmd_stubs.dtensor",
@@ -105,6 +107,7 @@ __all__ = [
     "bind_groups",
     "group_of",
     "unbind",
+    "reinterpret_mesh",
     "global_spmd",
     "local_map",
     "spmd_type_of",

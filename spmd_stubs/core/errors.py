@@ -34,6 +34,7 @@ class Code(str, enum.Enum):
     UNTYPED_COLLECTIVE = "spmd-untyped-collective"
     SHARDED_CONTRACTION = "spmd-sharded-contraction"
     SHARD_MISMATCH = "spmd-shard-mismatch"
+    MESH = "spmd-mesh"
 
 
 class Target(str, enum.Enum):

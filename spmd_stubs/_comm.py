@@ -26,7 +26,8 @@ call site of a typed collective calls them itself, past the layers above
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, TypeVar, Union, cast
+import contextlib
+from typing import Callable, Iterator, NamedTuple, TypeVar, Union, cast
 
 import torch
 import torch.distributed as dist
@@ -41,6 +42,8 @@ __all__ = [
     "REDUCE_OPS",
     "Rows",
     "exchange_rows",
+    "left_in_flight",
+    "received",
     "all_reduce_on",
     "all_reduce_into",
     "all_gather_on",
@@ -69,6 +72,40 @@ value, also torch's default), c10d builds one on every call, about 0.5 us.
 
 _wait = cast(Callable[[torch.Tensor], torch.Tensor], funcol.wait_tensor)
 """``funcol.wait_tensor``, which torch leaves unannotated."""
+
+_in_flight = False
+"""Whether the calls made now are left in flight (:func:`left_in_flight`); read by :func:`functional`."""
+
+
+@contextlib.contextmanager
+def left_in_flight() -> Iterator[None]:
+    """Inside, the primitives below take the functional collectives and do not wait for them.
+
+    Each eager functional collective is started by torch with ``async_op=True``
+    and returns an ``AsyncCollectiveTensor``: views of it stay in flight, and
+    the first step that reads its data waits.  So a kernel run inside returns
+    at once where its result is the collective's buffer or a view of it (the
+    dim-0 and V layouts), and after the communication where it copies the
+    data (a concatenation on another dim, uneven parts); :func:`received`
+    gives the result either way.  For eager calls on real ranks only: the
+    simulated world and traced code wait as before.
+    """
+    global _in_flight
+    _in_flight = True
+    try:
+        yield
+    finally:
+        _in_flight = False
+
+
+def received(t: torch.Tensor) -> torch.Tensor:
+    """A kernel's result computed :func:`left_in_flight`, once its communication is done (blocks until then)."""
+    return t.wait() if isinstance(t, funcol.AsyncCollectiveTensor) else t
+
+
+def _done(t: torch.Tensor) -> torch.Tensor:
+    """A functional collective's result, waited for unless the call is :func:`left_in_flight`."""
+    return t if _in_flight else _wait(t)
 
 
 def _blocking(options: _Options) -> _Options:
@@ -161,9 +198,9 @@ def straight_to_group(x: torch.Tensor) -> bool:
 
 
 def functional(x: torch.Tensor) -> bool:
-    """Whether a call on ``x`` takes the functional collectives: traced, or simulated
-    (a ``LocalTensor``, or any tensor while a ``LocalTensorMode`` is active)."""
-    if torch.compiler.is_compiling() or isinstance(x, LocalTensor):
+    """Whether a call on ``x`` takes the functional collectives: left in flight, traced, or
+    simulated (a ``LocalTensor``, or any tensor while a ``LocalTensorMode`` is active)."""
+    if _in_flight or torch.compiler.is_compiling() or isinstance(x, LocalTensor):
         return True
     # A LocalTensorMode is a dispatch mode: with none on the stack (the usual
     # case) one C call answers, instead of torch's three Python calls.
@@ -173,7 +210,7 @@ def functional(x: torch.Tensor) -> bool:
 def all_reduce_on(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") -> torch.Tensor:
     """The elementwise ``op`` (a key of :data:`REDUCE_OPS`) over the group, on every rank."""
     if functional(x):
-        return _wait(funcol.all_reduce(x.contiguous(), op, group))
+        return _done(funcol.all_reduce(x.contiguous(), op, group))
     if straight_to_group(x):
         return group_all_reduce(group, op, x)
     out = x.clone(memory_format=torch.contiguous_format)
@@ -200,7 +237,7 @@ def all_reduce_into(x: torch.Tensor, group: dist.ProcessGroup, op: str = "sum") 
 def all_gather_on(x: torch.Tensor, dim: int, group: dist.ProcessGroup, size: int) -> torch.Tensor:
     """Every rank's ``x`` concatenated on ``dim``, in group rank order."""
     if functional(x):
-        return _wait(funcol.all_gather_single(x.contiguous(), dim, group))
+        return _done(funcol.all_gather_single(x.contiguous(), dim, group))
     if straight_to_group(x):
         out = group_all_gather(group, size, x)
     else:
@@ -215,7 +252,7 @@ def reduce_scatter_on(
 ) -> torch.Tensor:
     """Chunk ``k`` (on ``dim``) of the elementwise ``op`` over the group, on rank ``k``."""
     if functional(x):
-        return _wait(funcol.reduce_scatter_single(x.contiguous(), op, dim, group))
+        return _done(funcol.reduce_scatter_single(x.contiguous(), op, dim, group))
     rows = x if dim == 0 else torch.cat(x.chunk(size, dim))
     if straight_to_group(rows):
         return group_reduce_scatter(group, op, size, rows)
@@ -228,7 +265,7 @@ def reduce_scatter_on(
 def all_to_all_rows(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
     """Chunk ``j`` of dim 0 goes to rank ``j``; chunk ``j`` of the result came from rank ``j``."""
     if functional(x):
-        return _wait(funcol.all_to_all_single(x.contiguous(), None, None, group))
+        return _done(funcol.all_to_all_single(x.contiguous(), None, None, group))
     if straight_to_group(x):
         return group_all_to_all(group, x)
     x = x.contiguous()
@@ -261,7 +298,7 @@ class Rows(NamedTuple):
 def exchange_rows(x: torch.Tensor, group: dist.ProcessGroup, rows: Rows) -> torch.Tensor:
     """Rows ``rows.input_split_sizes[k]`` of dim 0 go to rank ``k``; the result concatenates what each rank sent here."""
     if functional(x):
-        return _wait(funcol.all_to_all_single(x.contiguous(), rows.output_split_sizes, rows.input_split_sizes, group))  # type: ignore[arg-type]
+        return _done(funcol.all_to_all_single(x.contiguous(), rows.output_split_sizes, rows.input_split_sizes, group))  # type: ignore[arg-type]
     # Eager on real ranks: every length is an int (a SymInt comes of a simulated tensor only).
     received, sent = cast("list[int]", rows.output_split_sizes), cast("list[int]", rows.input_split_sizes)
     if straight_to_group(x):

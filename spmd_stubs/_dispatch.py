@@ -246,13 +246,14 @@ class _Bound:
         rows = None if self.rows is None else self.rows.reversed()
         return _Bound(_backward_plan(self.plan), self.comm, self.divisor, rows)
 
-    def run(self, x: torch.Tensor) -> torch.Tensor:
-        """The plan's kernel on ``x`` (not divided), straight to the group where it can be."""
+    def run(self, x: torch.Tensor, straight: bool = True) -> torch.Tensor:
+        """The plan's kernel on ``x`` (not divided), straight to the group where it can be
+        (never where ``straight`` is False: a call left in flight, :mod:`spmd_stubs._overlap`)."""
         direct = self.direct
         try:
             if self.rows is not None:
                 return exchange_rows(x, self.comm.group, self.rows)
-            if direct is not None and straight_to_group(x):
+            if straight and direct is not None and straight_to_group(x):
                 rows = direct.rows
                 if rows is None or (x.ndim and not x.shape[0] % rows):
                     return direct.run(x)
@@ -308,13 +309,17 @@ class _Site(_Bound):
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """The call on ``x``."""
+        self.check(x)
+        return self.apply(x)
+
+    def check(self, x: torch.Tensor) -> None:
+        """What a call checks before it runs: the group alive, an average's dtype, validation mode's exchange."""
         if not (self.registered(self.comm.group) or dist.is_initialized()):
             raise no_process_group(self.op, self.comm.axis)
         if self.averages:
             check_averageable(x, self.op, self.comm.axis)
         if _validation.active and between_real_ranks(x):
             check_agreement(self.plan.step, self.comm, x, self.reduction)
-        return self.apply(x)
 
     def exchange(
         self,
@@ -326,12 +331,12 @@ class _Site(_Bound):
 
         An eager call on real ranks that records nothing for autograd, outside
         validation mode, whose counts (a list or tuple) pass every check
-        :meth:`_exchange_checked` makes, goes straight to the group: the
+        :meth:`rows_bound` makes, goes straight to the group: the
         checks are C builtins on the counts as given, and no ``Rows`` or
         ``_Bound`` is made.  The token dispatch changes its counts every call,
         so this is what it pays per call where the raw call pays
         ``torch.distributed``'s wrapper.  Any other call takes
-        :meth:`_exchange_checked`, which says what is wrong.
+        :meth:`rows_bound`, which says what is wrong.
         """
         comm = self.comm
         sent, received = input_split_sizes, output_split_sizes
@@ -358,16 +363,16 @@ class _Site(_Bound):
                 raise  # as in _Bound.run
             except RuntimeError as error:
                 raise backend_error(self.plan.step, comm.axis, x, error) from error
-        return self._exchange_checked(x, sent, received)
+        return self.rows_bound(x, sent, received).apply(x)
 
-    def _exchange_checked(
+    def rows_bound(
         self,
         x: torch.Tensor,
         input_split_sizes: Optional[Sequence[Length]],
         output_split_sizes: Optional[Sequence[Length]],
-    ) -> torch.Tensor:
-        """:meth:`exchange` with each check in turn (:func:`checked_rows`, validation mode's exchange,
-        :func:`check_rows_sent`), recorded for autograd where a gradient can flow."""
+    ) -> _Bound:
+        """The plan bound to this call's row counts, after each check in turn (:func:`checked_rows`,
+        validation mode's exchange, :func:`check_rows_sent`)."""
         comm = self.comm
         eager = between_real_ranks(x)
         rows = checked_rows(input_split_sizes, output_split_sizes, comm.size, comm.axis, eager)
@@ -376,7 +381,7 @@ class _Site(_Bound):
         if _validation.active and eager:
             check_agreement(self.plan.step, comm, x, self.reduction, rows)
         check_rows_sent(x, rows, comm.axis)
-        return _Bound(self.plan, comm, 1, rows).apply(x)
+        return _Bound(self.plan, comm, 1, rows)
 
 
 class _InPlaceSite(_Site):
@@ -494,9 +499,28 @@ def typed_exchange(
 ) -> torch.Tensor:
     """An uneven ``all_to_all(x, axis, src=V, dst=V, ...)``: its site (``rows=True``) worked out once, as
     :func:`typed_call`'s, and this call's row counts bound to it (:meth:`_Site.exchange`)."""
-    site = _site(("all_to_all", axis, src, dst, False, None, group, False, False, True))
-    assert isinstance(site, _Site), "a collective's site, never a cast's unchanged one"
+    site = collective_site("all_to_all", axis, src, dst, group=group, rows=True)
     return site.exchange(x, input_split_sizes, output_split_sizes)
+
+
+def collective_site(
+    op: str,
+    axis: AxisLike,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    *,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    average: bool = False,
+    rows: bool = False,
+) -> _Site:
+    """The site of a collective call, worked out once as :func:`typed_call`'s (``rows``: an uneven
+    ``all_to_all``'s, which binds each call's row counts, :meth:`_Site.exchange`)."""
+    sizes = None if split_sizes is None else tuple(split_sizes)
+    args = (op, axis, src, dst, False, sizes, group, average, False)
+    site = _site((*args, True) if rows else args)
+    assert isinstance(site, _Site), "a collective's site, never a cast's unchanged one"
+    return site
 
 
 def _site(args: tuple[Any, ...]) -> Site:

@@ -12,6 +12,9 @@ Other mesh axes pass through unchanged.
   :func:`spmd_stubs.core.backward_of` names, run through the same kernels
   (:mod:`spmd_stubs._kernels`), so each table cell has one forward kernel and
   no hand-written backward.
+* ``async_op=True`` (the four collectives) starts the collective and returns
+  a :class:`spmd_stubs.pending.Pending` whose ``wait()`` gives what the call
+  gives, with the same backward (docs/collectives.md#overlap).
 
 Diagrams (docs/spec.md#forward-and-backward): one row per rank of a 3-rank axis, ``=>``
 forward, ``<=`` backward (``grad_input <= grad_output``), a value written on
@@ -21,7 +24,7 @@ V stacks/unbinds on a new leading dim; ``S(i)`` concatenates/splits on dim i.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Sequence, overload
+from typing import Any, Literal, Optional, Sequence, Union, overload
 
 import torch
 import torch.distributed as dist
@@ -29,8 +32,10 @@ import torch.distributed as dist
 from spmd_stubs import core
 from spmd_stubs._collective_args import is_spec, spec_of
 from spmd_stubs._dispatch import call_site, typed_call, typed_exchange
+from spmd_stubs._overlap import start_collective, start_exchange
 from spmd_stubs.core import planner
 from spmd_stubs.mesh import AxisLike, axes_label, group_of, mesh_dim_order
+from spmd_stubs.pending import Pending
 from spmd_stubs.types import AxisAnnotation, P, SpmdTypeLike, to_axis_type
 
 __all__ = [
@@ -51,6 +56,7 @@ __all__ = [
 # --------------------------------------------------------------------------
 
 
+@overload
 def all_reduce(
     x: torch.Tensor,
     axis: AxisLike,
@@ -59,7 +65,33 @@ def all_reduce(
     dst: SpmdTypeLike,
     op: Literal["sum", "avg"] = "sum",
     group: Optional[dist.ProcessGroup] = None,
-) -> torch.Tensor:
+    async_op: Literal[False] = False,
+) -> torch.Tensor: ...
+
+
+@overload
+def all_reduce(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike = P,
+    dst: SpmdTypeLike,
+    op: Literal["sum", "avg"] = "sum",
+    group: Optional[dist.ProcessGroup] = None,
+    async_op: Literal[True],
+) -> Pending[torch.Tensor]: ...
+
+
+def all_reduce(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike = P,
+    dst: SpmdTypeLike,
+    op: Literal["sum", "avg"] = "sum",
+    group: Optional[dist.ProcessGroup] = None,
+    async_op: bool = False,
+) -> Union[torch.Tensor, Pending[torch.Tensor]]:
     """``all_reduce(x, axis, src=P, dst=R|I)``: resolve the pending sum on every rank.
 
     ``src=V`` is accepted and means ``reinterpret(V,P)`` first.  ``op="avg"``
@@ -88,6 +120,8 @@ def all_reduce(
         A  <=  A
     """
     average = op != "sum" and _averages(op, src)  # the usual sum needs no check
+    if async_op:
+        return start_collective("all_reduce", x, axis, src, dst, group=group, average=average)
     return typed_call("all_reduce", x, axis, src, dst, group=group, average=average)
 
 
@@ -128,6 +162,7 @@ def _averages(op: str, src: SpmdTypeLike) -> bool:
     return op == "avg"
 
 
+@overload
 def all_gather(
     x: torch.Tensor,
     axis: AxisLike,
@@ -136,7 +171,33 @@ def all_gather(
     dst: SpmdTypeLike,
     split_sizes: Optional[Sequence[int]] = None,
     group: Optional[dist.ProcessGroup] = None,
-) -> torch.Tensor:
+    async_op: Literal[False] = False,
+) -> torch.Tensor: ...
+
+
+@overload
+def all_gather(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    async_op: Literal[True],
+) -> Pending[torch.Tensor]: ...
+
+
+def all_gather(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    async_op: bool = False,
+) -> Union[torch.Tensor, Pending[torch.Tensor]]:
     """``all_gather(x, axis, src=V|S(i), dst=R|I)``: every rank gets all the parts.
 
     ``src=V`` stacks the parts on a new dim 0; ``src=S(i)`` concatenates on
@@ -160,7 +221,35 @@ def all_gather(
         B  <=  [A, B, C]
         C
     """
+    if async_op:
+        return start_collective("all_gather", x, axis, src, dst, split_sizes=split_sizes, group=group)
     return typed_call("all_gather", x, axis, src, dst, split_sizes=split_sizes, group=group)
+
+
+@overload
+def reduce_scatter(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike = P,
+    dst: SpmdTypeLike,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    async_op: Literal[False] = False,
+) -> torch.Tensor: ...
+
+
+@overload
+def reduce_scatter(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike = P,
+    dst: SpmdTypeLike,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    async_op: Literal[True],
+) -> Pending[torch.Tensor]: ...
 
 
 def reduce_scatter(
@@ -171,7 +260,8 @@ def reduce_scatter(
     dst: SpmdTypeLike,
     split_sizes: Optional[Sequence[int]] = None,
     group: Optional[dist.ProcessGroup] = None,
-) -> torch.Tensor:
+    async_op: bool = False,
+) -> Union[torch.Tensor, Pending[torch.Tensor]]:
     """``reduce_scatter(x, axis, src=P, dst=V|S(i))``: rank k gets part k of the sum.
 
     ``dst=V`` unbinds dim 0 (of size the axis size); ``dst=S(i)`` splits dim i,
@@ -192,7 +282,37 @@ def reduce_scatter(
         [A, B, C]  <=  B
                        C
     """
+    if async_op:
+        return start_collective("reduce_scatter", x, axis, src, dst, split_sizes=split_sizes, group=group)
     return typed_call("reduce_scatter", x, axis, src, dst, split_sizes=split_sizes, group=group)
+
+
+@overload
+def all_to_all(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    input_split_sizes: Optional[Sequence[int]] = None,
+    output_split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    async_op: Literal[False] = False,
+) -> torch.Tensor: ...
+
+
+@overload
+def all_to_all(
+    x: torch.Tensor,
+    axis: AxisLike,
+    *,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    input_split_sizes: Optional[Sequence[int]] = None,
+    output_split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    async_op: Literal[True],
+) -> Pending[torch.Tensor]: ...
 
 
 def all_to_all(
@@ -204,7 +324,8 @@ def all_to_all(
     input_split_sizes: Optional[Sequence[int]] = None,
     output_split_sizes: Optional[Sequence[int]] = None,
     group: Optional[dist.ProcessGroup] = None,
-) -> torch.Tensor:
+    async_op: bool = False,
+) -> Union[torch.Tensor, Pending[torch.Tensor]]:
     """``all_to_all(x, axis, src=V, dst=V)`` or ``(src=S(i), dst=S(j))``.
 
     ``(V, V)`` transposes the mesh axis with local dim 0 (of size the axis
@@ -231,7 +352,11 @@ def all_to_all(
         [d, e, f]  =>  [b, c, f]
     """
     if input_split_sizes is None and output_split_sizes is None:
+        if async_op:
+            return start_collective("all_to_all", x, axis, src, dst, group=group)
         return typed_call("all_to_all", x, axis, src, dst, group=group)
+    if async_op:
+        return start_exchange(x, axis, src, dst, group, input_split_sizes, output_split_sizes)
     return typed_exchange(x, axis, src, dst, group, input_split_sizes, output_split_sizes)
 
 

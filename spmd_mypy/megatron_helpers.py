@@ -17,8 +17,10 @@ from mypy.types import CallableType, FunctionLike, Type
 from spmd_mypy.call_arguments import arguments, flag
 from spmd_mypy.representation import retype
 from spmd_mypy.transitions import Request, typed_result
+from spmd_mypy.typed_collectives import _row_exchange as row_exchange
+from spmd_mypy.typed_collectives import passed
 from spmd_stubs import core
-from spmd_stubs.core import AxisType
+from spmd_stubs.core import AxisType, Varying
 
 if TYPE_CHECKING:
     from spmd_stubs.core.megatron_table import Helper
@@ -34,16 +36,25 @@ class Fixed:
     dst: AxisType
     dst_without_output_grad: AxisType | None = None
     """``gather_from_sequence_parallel_region(..., tensor_parallel_output_grad=False)``'s dst."""
+    sent: str | None = None
+    """The parameter of the rows sent to each rank, where split sizes make the helper a token dispatch."""
+    received: str | None = None
+    """The parameter of the rows received from each rank."""
 
 
 def _fixed(helper: Helper) -> Fixed:
+    from spmd_stubs.core.megatron_table import Role
+
     typed, unless = helper.typed, helper.dst_if_false
+    roles = {role: name for name, role in helper.params}
     return Fixed(
         typed.op,
         typed.axis,
         core.parse_axis_type(typed.src),
         core.parse_axis_type(typed.dst),
         None if unless is None else core.parse_axis_type(unless),
+        roles.get(Role.INPUT_SPLIT_SIZES) if helper.uneven is not None else None,
+        roles.get(Role.OUTPUT_SPLIT_SIZES) if helper.uneven is not None else None,
     )
 
 
@@ -72,6 +83,12 @@ def helper_hook(helper: Fixed) -> Callable[[FunctionContext], Type]:
             if output_grad is None:
                 return ctx.default_return_type
             dst = dst if output_grad else helper.dst_without_output_grad
+        sizes = [args.get(name) for name in (helper.sent, helper.received) if name is not None]
+        if any(passed(size) for size in sizes):
+            # The token dispatch (megatron's all_to_all given split sizes): the typed all_to_all(V, V, ...).
+            sent = args.get(helper.sent) if helper.sent is not None else None
+            request = Request(helper.op, args["input_"][1], (helper.axis,), Varying, Varying, False)
+            return row_exchange(ctx, request, sent[0] if sent is not None and passed(sent) else None)
         return typed_result(ctx, Request(helper.op, args["input_"][1], (helper.axis,), helper.src, dst, False))
 
     return hook

@@ -62,7 +62,7 @@ def regroup(x: TensorType, groups: Regrouping) -> TensorType:
     >>> regroup(TensorType.parse("R@cp, V@tp"), ((("cp", "tp"), ("ep",)),))
     Traceback (most recent call last):
     ...
-    spmd_stubs.core.errors.SpmdTypeError: reinterpret_mesh moves (cp, tp) to ep, but x is R@cp, V@tp there: one type on ep cannot stand for both. Fix (needs your choice): give every axis of (cp, tp) one type first (all_gather(x, tp, src=V, dst=R), or reinterpret/convert on cp).
+    spmd_stubs.core.errors.SpmdTypeError: reinterpret_mesh moves (cp, tp) to ep, but x is R@cp, V@tp there: one type on ep cannot stand for both. Fix (needs your choice): give every axis of (cp, tp) one type first (all_gather(x, tp, src=V, dst=R), or convert on cp).
     """
     check_regrouping(groups)
     types = x.as_dict()
@@ -124,8 +124,7 @@ def _uniform_hint(source: Group, types: Sequence[AxisType]) -> str:
     varying = [axis for axis, t in zip(source, types) if t.kind is Kind.V]
     others = [axis for axis, t in zip(source, types) if t.kind is not Kind.V]
     if varying and others:
-        return (f"all_gather(x, {varying[-1]}, src=V, dst=R), or reinterpret/convert on "
-                f"{', '.join(others)}")
+        return f"all_gather(x, {varying[-1]}, src=V, dst=R), or convert on {', '.join(others)}"
     return f"convert or all_reduce on {', '.join(source[1:])}"
 
 

@@ -159,10 +159,13 @@ PYPROJECT = '[tool.mypy]\nplugins = ["spmd_mypy"]\n\n[tool.spmd_mypy]\n'
      "reduce_scatter, reduce_scatter_single, reduce_scatter_tensor, scatter"),
     ("strikt = true", "[tool.spmd_mypy] has no setting 'strikt' (set to true; did you mean 'strict'?): "
                       "the settings are strict, allow_redefinition, show_fixes, groups, sizes, collectives, "
-                      "configurations, modules, current_mesh "
+                      "configurations, modules, current_mesh, meshes "
                       "(docs/checker.md#settings)"),
     ('current_mesh = ["dp", "tp", "dp"]', "[tool.spmd_mypy] current_mesh must name each axis of the current mesh once, "
                                           "comma-separated (current_mesh = dp, cp, tp), got ['dp', 'tp', 'dp']"),
+    ('meshes = { dense = ["dp", "tp", "tp"] }', "[tool.spmd_mypy] meshes: 'dense' must name a mesh and each of its axes "
+                                                "once, got ['dp', 'tp', 'tp']; write NAME: (axis, ...) per mesh, "
+                                                "outermost axis first (meshes = dense: (dp, cp, tp), experts: (dp, ep))"),
 ])
 def test_a_bad_setting_in_pyproject_toml_is_one_error_naming_it(setting: str, error: str, tmp_path: Path) -> None:
     """The ``[tool.spmd_mypy]`` form: the key, its value and what is allowed, in one error with exit status 2;

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from spmd_stubs.ops import linear as linear
     from spmd_stubs.ops import matmul as matmul
     from spmd_stubs.ops import sum as sum  # noqa: A004 -- spmd.sum, left out of __all__
+    from spmd_stubs.p2p import P2POp, batch_isend_irecv, irecv, isend, recv, ring_shift, send
+    from spmd_stubs.pending import Pending
     from spmd_stubs.regions import global_spmd, local_map
 
 _LAZY = {
@@ -70,6 +72,14 @@ _LAZY = {
     "to_local": "spmd_stubs.dtensor",
     "from_local": "spmd_stubs.dtensor",
     "set_validation": "spmd_stubs._validation",
+    "Pending": "spmd_stubs.pending",
+    "ring_shift": "spmd_stubs.p2p",
+    "send": "spmd_stubs.p2p",
+    "recv": "spmd_stubs.p2p",
+    "isend": "spmd_stubs.p2p",
+    "irecv": "spmd_stubs.p2p",
+    "batch_isend_irecv": "spmd_stubs.p2p",
+    "P2POp": "spmd_stubs.p2p",
 }
 
 # ``spmd.sum`` / ``spmd.amax`` ... (ops with ``out_partial_axes``): importable
@@ -116,6 +126,14 @@ __all__ = [
     "to_local",
     "from_local",
     "set_validation",
+    "Pending",
+    "ring_shift",
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+    "batch_isend_irecv",
+    "P2POp",
 ]
 
 

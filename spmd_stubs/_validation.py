@@ -206,3 +206,97 @@ def _fix(differing: set[str]) -> str:
         "give x the same shape on every rank (torch.nn.functional.pad), or, for parts that differ along the "
         "split dim by design, pass split_sizes= with every rank's size"
     )
+
+
+# --------------------------------------------------------------------------
+# Point-to-point: the two ends of every transfer agree
+# --------------------------------------------------------------------------
+
+
+class Transfer(NamedTuple):
+    """One end of a point-to-point transfer, as this rank posts it (:mod:`spmd_stubs.p2p`)."""
+
+    sends: bool
+    """True: this rank sends ``shape``/``dtype``; False: it posts a receive of them."""
+    peer: int
+    """The other end's index on the axis."""
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+_DTYPES = (
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
+    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+)  # fmt: skip
+"""The dtypes a transfer's header names by index (any other is -1, compared by the rest)."""
+
+_HEADER_DIMS = 8
+"""Dims a header lists; a tensor with more is compared by its number of dims, of elements and its first dims."""
+
+
+def _header(end: Transfer) -> list[int]:
+    dtype = _DTYPES.index(end.dtype) if end.dtype in _DTYPES else -1
+    numel = 1
+    for size in end.shape:
+        numel *= size
+    dims = [*end.shape[:_HEADER_DIMS], *[-1] * (_HEADER_DIMS - len(end.shape))]
+    return [int(end.sends), dtype, len(end.shape), numel, *dims]
+
+
+def _shape_and_dtype(header: list[int]) -> tuple[str, str]:
+    """A header's shape and dtype as written in Python: ``(4, 5)``, ``torch.float32``."""
+    ndim, dims = header[2], header[4 : 4 + min(header[2], _HEADER_DIMS)]
+    shape = "(" + ", ".join(map(str, dims)) + ("," if ndim == 1 else "") + (", ..." if ndim > _HEADER_DIMS else "") + ")"
+    return shape, str(_DTYPES[header[1]]) if header[1] >= 0 else "(a dtype validation does not name)"
+
+
+def _described(header: list[int]) -> str:
+    shape, dtype = _shape_and_dtype(header)
+    return f"shape {shape} and dtype {dtype.removeprefix('torch.')}"
+
+
+def check_transfers(what: str, axis: str, group: dist.ProcessGroup, ends: list[Transfer]) -> None:
+    """Raise the same ``ValueError`` on both ends of any transfer in ``ends`` whose other end posts another
+    shape or dtype, or also sends (or also receives).
+
+    Each end sends the other a small header of what it posts (one message
+    each way per transfer, all in one batch, before any data moves), so a
+    mismatch is reported with both ranks and both shapes instead of
+    hanging or reading garbage.  Both ends must list their transfers with
+    each peer in the same order, as the data transfers must be.  A peer that
+    posts nothing is not detected (the headers wait for it until the process
+    group's timeout).  ``what`` is the call, for the message.
+    """
+    mine = [torch.tensor(_header(end), dtype=torch.int64) for end in ends]
+    theirs = [torch.empty_like(header) for header in mine]
+    ops = [dist.P2POp(dist.isend, header, group=group, group_peer=end.peer) for header, end in zip(mine, ends)]
+    ops += [dist.P2POp(dist.irecv, header, group=group, group_peer=end.peer) for header, end in zip(theirs, ends)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    me = dist.get_rank(group)
+    for end, own, other in zip(ends, mine, theirs):
+        own_header, other_header = own.tolist(), other.tolist()
+        if own_header[0] != other_header[0] and own_header[1:] == other_header[1:]:
+            continue  # one sends, the other receives, the same shape and dtype
+        raise ValueError(_mismatch(what, axis, group, (me, own_header), (end.peer, other_header)))
+
+
+def _mismatch(what: str, axis: str, group: dist.ProcessGroup, a: tuple[int, list[int]], b: tuple[int, list[int]]) -> str:
+    """The message both ends of a mismatched transfer raise: the same text from either end."""
+    (sender, sent), (receiver, posted) = (a, b) if a[1][0] else (b, a)
+    rank = lambda index: dist.get_global_rank(group, index)  # noqa: E731 -- the axis index's global rank
+    if sent[0] == posted[0]:
+        verb = "sends to" if sent[0] else "receives from"
+        low, high = sorted((sender, receiver))
+        return (
+            f"{what} on axis {axis}: ranks {rank(low)} and {rank(high)} (indices {low} and {high} on {axis}) each "
+            f"{verb} the other, so neither posts the other end. Fix: pair every send with a receive on the peer, "
+            f"in the same order on both ranks (one stage sends its activation, the next receives it)."
+        )
+    return (
+        f"{what} on axis {axis}: rank {rank(sender)} (index {sender} on {axis}) sends a tensor of "
+        f"{_described(sent)} to rank {rank(receiver)} (index {receiver}), which posts a receive of "
+        f"{_described(posted)}. Fix: receive on rank {rank(receiver)} what rank {rank(sender)} sends, "
+        f"recv({', '.join(_shape_and_dtype(sent))}, {axis}, rank={sender}), or send it a tensor of the shape "
+        f"and dtype it expects."
+    )

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import spmd_stubs as spmd
 from spmd_stubs import P, R, S, Tensor, V
 from spmd_stubs.axes import ep, tp
+from spmd_stubs.megatron import reduce_scatter_to_sequence_parallel_region
 
 
 class TEGroupedMLP:
@@ -53,9 +54,10 @@ class TEGroupedMLP:
 
     def _apply_bias(
         self, intermediate_parallel: Tensor[P@tp, V@ep], tokens_per_expert: list[int], permuted_probs: Tensor[R@tp, V@ep]
-    ) -> Tensor[P@tp, V@ep]:
+    ) -> Tensor[S(0)@tp, V@ep]:
+        """_apply_bias, then the dispatcher's next step (combine_preprocess's reduce-scatter over tp)."""
         shape = intermediate_parallel.shape
-        return torch.cat(
+        output = torch.cat(
             [
                 t + self.linear_fc2_bias[e] * p  # E: spmd-partial-affine add adds a Partial to a non-Partial operand on axis tp (P@tp + R@tp)
                 for e, (t, p) in enumerate(
@@ -64,13 +66,14 @@ class TEGroupedMLP:
                 )
             ]
         ).view(shape)
+        return reduce_scatter_to_sequence_parallel_region(output)
 
     def _apply_bias_fixed(
         self, intermediate_parallel: Tensor[P@tp, V@ep], tokens_per_expert: list[int], permuted_probs: Tensor[R@tp, V@ep]
-    ) -> Tensor[P@tp, V@ep]:
+    ) -> Tensor[S(0)@tp, V@ep]:
         """The weighted bias held as a Partial (on one tp rank, zeros on the others): summed once."""
         shape = intermediate_parallel.shape
-        return torch.cat(
+        output = torch.cat(
             [
                 t + spmd.convert(self.linear_fc2_bias[e] * p, tp, src=R, dst=P)
                 for e, (t, p) in enumerate(
@@ -79,3 +82,4 @@ class TEGroupedMLP:
                 )
             ]
         ).view(shape)
+        return reduce_scatter_to_sequence_parallel_region(output)

@@ -5,7 +5,13 @@ rank's counts over tp x ep; the tokens, permuted by the routing map, go to their
 uneven all_to_all, are gathered over tp inside the expert region (the experts are split over tp, experts.py)
 and reduce-scattered back, then return by the reverse all_to_all and are unpermuted (the router probabilities
 weigh them inside the experts).  The count tensors are read through .tolist() where megatron moves them to the
-host as numpy arrays."""
+host as numpy arrays.
+
+The counts are values, not types: the combine's all_to_all given the dispatch's split sizes unswapped, or
+_AllToAll's backward without its swap, type-checks as the right one does; at run time the exchange finds
+it (rows that do not add up to the sizes sent, and in validation mode, SPMD_VALIDATE=1, sizes received that the
+other ranks did not send).  megatron's _AllToAll itself,
+with its raw all_to_all_single, is groups/row_exchange.py."""
 
 import torch
 

@@ -252,3 +252,16 @@ def test_where_typed_values_become_unknown(checked: Measured) -> None:
 
 def test_coverage_by_module(checked: Measured) -> None:
     assert figures(checked) == EXPECTED_FIGURES
+
+
+def test_the_documented_figures_are_the_pinned_ones() -> None:
+    """docs/third_party.md#mixture-of-experts states the figures, the places and the findings pinned here."""
+    page = (PROJECT / "docs" / "third_party.md").read_text()
+    section = page[page.index("### Mixture of experts"):page.index("## torchtitan 0.3.0")]
+    rows = [(f"`{module.rpartition('.')[2]}`", figures) for module, figures in EXPECTED_FIGURES.items()]
+    totals = tuple(sum(column) for column in zip(*EXPECTED_FIGURES.values()))
+    for name, (expressions, known, functions, typed) in [*rows, ("all six", totals)]:
+        assert (f"| {name} | {expressions:,} | {known} ({100 * known / expressions:.1f}%) | {typed} of {functions} |"
+                in section), name
+    assert f"(strict mode, {sum(EXPECTED_PLACES.values())} places, each pinned by the test)" in " ".join(section.split())
+    assert "One false positive" in section and "No true finding" in section

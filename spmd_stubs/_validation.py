@@ -234,20 +234,25 @@ _HEADER_DIMS = 8
 """Dims a header lists; a tensor with more is compared by its number of dims, of elements and its first dims."""
 
 
+_SENT, _POSTED = 1, 2
+"""The tags of the headers a send and a receive send each other: a transfer's two ends pair as its data
+does, by direction (the k-th send from a rank to a peer with the peer's k-th receive from it)."""
+
+
 def _header(end: Transfer) -> list[int]:
     dtype = _DTYPES.index(end.dtype) if end.dtype in _DTYPES else -1
     numel = 1
     for size in end.shape:
         numel *= size
     dims = [*end.shape[:_HEADER_DIMS], *[-1] * (_HEADER_DIMS - len(end.shape))]
-    return [int(end.sends), dtype, len(end.shape), numel, *dims]
+    return [dtype, len(end.shape), numel, *dims]
 
 
 def _shape_and_dtype(header: list[int]) -> tuple[str, str]:
     """A header's shape and dtype as written in Python: ``(4, 5)``, ``torch.float32``."""
-    ndim, dims = header[2], header[4 : 4 + min(header[2], _HEADER_DIMS)]
+    ndim, dims = header[1], header[3 : 3 + min(header[1], _HEADER_DIMS)]
     shape = "(" + ", ".join(map(str, dims)) + ("," if ndim == 1 else "") + (", ..." if ndim > _HEADER_DIMS else "") + ")"
-    return shape, str(_DTYPES[header[1]]) if header[1] >= 0 else "(a dtype validation does not name)"
+    return shape, str(_DTYPES[header[0]]) if header[0] >= 0 else "(a dtype validation does not name)"
 
 
 def _described(header: list[int]) -> str:
@@ -257,46 +262,42 @@ def _described(header: list[int]) -> str:
 
 def check_transfers(what: str, axis: str, group: dist.ProcessGroup, ends: list[Transfer]) -> None:
     """Raise the same ``ValueError`` on both ends of any transfer in ``ends`` whose other end posts another
-    shape or dtype, or also sends (or also receives).
+    shape or dtype.
 
     Each end sends the other a small header of what it posts (one message
     each way per transfer, all in one batch, before any data moves), so a
     mismatch is reported with both ranks and both shapes instead of
-    hanging or reading garbage.  Both ends must list their transfers with
-    each peer in the same order, as the data transfers must be.  A peer that
-    posts nothing is not detected (the headers wait for it until the process
-    group's timeout).  ``what`` is the call, for the message.
+    hanging or reading garbage.  A peer that posts nothing (or also sends)
+    is not detected: the headers wait for it until the process group's
+    timeout, as the data would.  ``what`` is the call, for the message.
     """
     mine = [torch.tensor(_header(end), dtype=torch.int64) for end in ends]
     theirs = [torch.empty_like(header) for header in mine]
-    ops = [dist.P2POp(dist.isend, header, group=group, group_peer=end.peer) for header, end in zip(mine, ends)]
-    ops += [dist.P2POp(dist.irecv, header, group=group, group_peer=end.peer) for header, end in zip(theirs, ends)]
+    ops = [
+        dist.P2POp(dist.isend, header, group=group, group_peer=end.peer, tag=_SENT if end.sends else _POSTED)
+        for header, end in zip(mine, ends)
+    ]
+    ops += [
+        dist.P2POp(dist.irecv, header, group=group, group_peer=end.peer, tag=_POSTED if end.sends else _SENT)
+        for header, end in zip(theirs, ends)
+    ]
     for work in dist.batch_isend_irecv(ops):
         work.wait()
     me = dist.get_rank(group)
     for end, own, other in zip(ends, mine, theirs):
-        own_header, other_header = own.tolist(), other.tolist()
-        if own_header[0] != other_header[0] and own_header[1:] == other_header[1:]:
-            continue  # one sends, the other receives, the same shape and dtype
-        raise ValueError(_mismatch(what, axis, group, (me, own_header), (end.peer, other_header)))
+        if not torch.equal(own, other):
+            ours, peers = (me, own.tolist()), (end.peer, other.tolist())
+            raise ValueError(_mismatch(what, axis, group, *((ours, peers) if end.sends else (peers, ours))))
 
 
-def _mismatch(what: str, axis: str, group: dist.ProcessGroup, a: tuple[int, list[int]], b: tuple[int, list[int]]) -> str:
+def _mismatch(what: str, axis: str, group: dist.ProcessGroup, sender: tuple[int, list[int]], receiver: tuple[int, list[int]]) -> str:
     """The message both ends of a mismatched transfer raise: the same text from either end."""
-    (sender, sent), (receiver, posted) = (a, b) if a[1][0] else (b, a)
+    (source, sent), (target, posted) = sender, receiver
     rank = lambda index: dist.get_global_rank(group, index)  # noqa: E731 -- the axis index's global rank
-    if sent[0] == posted[0]:
-        verb = "sends to" if sent[0] else "receives from"
-        low, high = sorted((sender, receiver))
-        return (
-            f"{what} on axis {axis}: ranks {rank(low)} and {rank(high)} (indices {low} and {high} on {axis}) each "
-            f"{verb} the other, so neither posts the other end. Fix: pair every send with a receive on the peer, "
-            f"in the same order on both ranks (one stage sends its activation, the next receives it)."
-        )
     return (
-        f"{what} on axis {axis}: rank {rank(sender)} (index {sender} on {axis}) sends a tensor of "
-        f"{_described(sent)} to rank {rank(receiver)} (index {receiver}), which posts a receive of "
-        f"{_described(posted)}. Fix: receive on rank {rank(receiver)} what rank {rank(sender)} sends, "
-        f"recv({', '.join(_shape_and_dtype(sent))}, {axis}, rank={sender}), or send it a tensor of the shape "
+        f"{what} on axis {axis}: rank {rank(source)} (index {source} on {axis}) sends a tensor of "
+        f"{_described(sent)} to rank {rank(target)} (index {target}), which posts a receive of "
+        f"{_described(posted)}. Fix: receive on rank {rank(target)} what rank {rank(source)} sends, "
+        f"recv({', '.join(_shape_and_dtype(sent))}, {axis}, rank={source}), or send it a tensor of the shape "
         f"and dtype it expects."
     )

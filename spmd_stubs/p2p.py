@@ -20,9 +20,10 @@ A receive is spelled like the tensor it makes: ``recv(shape, dtype, axis,
 return :class:`spmd_stubs.pending.Pending` values whose ``wait()`` gives the
 received tensor (None for a send).  Validation mode
 (:func:`spmd_stubs.set_validation`) first exchanges a small header with each
-peer: a receive posted with another shape or dtype than the send (or two
-ranks both sending) is a ``ValueError`` on both ranks naming both
-(:func:`spmd_stubs._validation.check_transfers`).
+peer: a receive posted with another shape or dtype than the send is a
+``ValueError`` on both ranks naming both
+(:func:`spmd_stubs._validation.check_transfers`); a peer that posts nothing
+still waits until the process group's timeout.
 
 Send and receive run between real ranks only; :func:`ring_shift` runs in the
 simulated world and under ``torch.compile`` too, as an all-gather of which

@@ -3,7 +3,7 @@
 So ``# type: ignore[spmd-partial-mul]`` silences one rule and
 ``--disable-error-code spmd`` (or ``# type: ignore[spmd]``) all of them.
 The rule codes are the algebra's :class:`~spmd_stubs.core.Code`; the
-plugin adds ten of its own.
+plugin adds eleven of its own.
 """
 
 from mypy.errorcodes import ErrorCode
@@ -47,5 +47,9 @@ PLAN = ErrorCode(
 )
 LOCAL_MAP = ErrorCode(
     "spmd-local-map", "A DTensor local_map's placements give its body no type, or types its body breaks", "SPMD",
+    sub_code_of=SPMD
+)
+ASYNC = ErrorCode(
+    "spmd-async", "A collective's buffer used, or its handle dropped, while it is in flight (async_op=True)", "SPMD",
     sub_code_of=SPMD
 )

@@ -18,7 +18,7 @@ from mypy.nodes import MypyFile
 from mypy.plugin import FunctionContext
 from mypy.types import Type
 
-from spmd_mypy import errorcodes, report
+from spmd_mypy import async_flow, errorcodes, report
 from spmd_mypy.call_arguments import arguments
 from spmd_mypy.config import AxisNames
 from spmd_mypy.fullnames import RAW_COLLECTIVE_MODULES
@@ -77,6 +77,7 @@ def untyped_collective_hook(fullname: str, declared: AxisNames, strict: bool) ->
     typed_op = UNTYPED[name]
 
     def hook(ctx: FunctionContext) -> Type:
+        async_flow.check_call(ctx, name)
         tensor_type = _typed_input(ctx)
         if tensor_type is None:
             return ctx.default_return_type

@@ -64,7 +64,7 @@ def codes() -> list[str]:
         c.code
         for c in (*errorcodes.BY_RULE.values(), errorcodes.UNMODELLED, errorcodes.MISSING_AXIS, errorcodes.AUTOGRAD,
                   errorcodes.UNTYPED_BOUNDARY, errorcodes.CONFIGURATION, errorcodes.SETTINGS, errorcodes.RUNTIME_RULE, errorcodes.PLAN,
-                  errorcodes.LOCAL_MAP)
+                  errorcodes.LOCAL_MAP, errorcodes.ASYNC)
     ]
 
 

@@ -1,0 +1,277 @@
+"""Collectives in flight: a raw ``async_op=True`` collective's buffers until its handle's ``wait()`` (``spmd-async``).
+
+``handle = dist.all_gather_into_tensor(buffer, x, group=g, async_op=True)``
+puts ``buffer`` in flight (the output; the tensor of an in-place collective
+such as ``all_reduce``); the program may compute meanwhile, and
+``handle.wait()`` ends it.  Following
+the statements after the call, in order, on every path through the ``if``
+statements (docs/spec.md#collectives-in-flight):
+
+* reading or writing a buffer in flight (an alias made by ``a = buffer`` is
+  the buffer too), or returning before the wait, is an
+  error at that line, fixed by the ``wait()`` before it;
+* a path that ends (the function returns or falls off its end) with the
+  handle never waited, or rebinds the handle first, leaks the collective;
+* a handle dropped (the call a statement of its own) is never waited.
+
+Branches on one flag are followed together: ``if ctx.sequence_parallel:``
+twice takes the same branch both times (megatron's async linear backward),
+and ``assert not ctx.allreduce_dgrad`` removes the paths where it is true.
+A handle stored in an attribute or a container, or passed on, is followed
+no further; strict mode names it (``spmd-async``), never trusts it silently.
+Loops are read as their body once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from mypy.checker import TypeChecker
+from mypy.nodes import (
+    AssertStmt,
+    AssignmentStmt,
+    Block,
+    CallExpr,
+    Context,
+    Expression,
+    ExpressionStmt,
+    ForStmt,
+    FuncItem,
+    IfStmt,
+    MemberExpr,
+    NameExpr,
+    RaiseStmt,
+    ReturnStmt,
+    Statement,
+    TryStmt,
+    UnaryExpr,
+    WhileStmt,
+    WithStmt,
+)
+from mypy.plugin import FunctionContext
+from mypy.server.subexpr import get_subexpressions
+
+from spmd_mypy import errorcodes, report
+from spmd_mypy.build_state import state_of
+from spmd_mypy.call_arguments import arguments, flag
+
+
+@dataclass(frozen=True)
+class Problem:
+    node: Context
+    message: str
+
+
+@dataclass(frozen=True)
+class _Path:
+    """One way through the statements: the flags it has taken, the buffer names, whether still in flight."""
+
+    assumed: tuple[tuple[str, bool], ...] = ()
+    buffers: frozenset[str] = frozenset()
+    in_flight: bool = True
+
+    def assuming(self, flag: str, value: bool) -> _Path | None:
+        known = dict(self.assumed)
+        if flag in known:
+            return self if known[flag] == value else None
+        return replace(self, assumed=(*self.assumed, (flag, value)))
+
+
+@dataclass
+class _Walk:
+    started: CallExpr
+    op: str
+    handle: str
+    strict: bool
+    problems: list[Problem] = field(default_factory=list)
+
+    def report(self, node: Context, what: str, fix: str) -> None:
+        message = (f"{what} while {self.op} (line {self.started.line}) is in flight: on a GPU it reads or "
+                   f"writes before the collective is done, silently. Fix: {fix}")
+        if all(p.node is not node or p.message != message for p in self.problems):
+            self.problems.append(Problem(node, message))
+
+
+def check_call(ctx: FunctionContext, op: str) -> None:
+    """Report the problems of the hooked call ``op(...)`` where it passes ``async_op=True``."""
+    given = arguments(ctx).get("async_op")
+    function = ctx.api.scope.current_function() if isinstance(ctx.api, TypeChecker) else None
+    if given is None or flag(given[0], False) is not True or function is None or not isinstance(ctx.context, CallExpr):
+        return
+    for problem in check(function, ctx.context, op, state_of(ctx.api).settings.strict):
+        report.fail(ctx.api, problem.node, problem.message, errorcodes.ASYNC)
+
+
+def check(function: FuncItem, call: CallExpr, op: str, strict: bool) -> list[Problem]:
+    """The problems of the ``async_op=True`` collective ``call`` (a raw ``op``) in ``function``'s body."""
+    located = _locate(function.body, call, ())
+    if located is None:
+        return []
+    statement, continuation, assumed = located
+    buffers = _buffer(call)
+    if isinstance(statement, ExpressionStmt):
+        return [Problem(call, f"the handle of {op}(..., async_op=True) is dropped: nothing waits for the "
+                              f"collective. Fix: handle = {op}(...), then handle.wait() before its buffers are "
+                              f"used")]
+    target = statement.lvalues[0] if isinstance(statement, AssignmentStmt) and len(statement.lvalues) == 1 else None
+    if not isinstance(target, NameExpr):
+        return [Problem(call, f"the handle of {op}(..., async_op=True) is stored where the checker does not "
+                              f"follow it: whether it is waited before its buffers are used is not checked. "
+                              f"Fix: bind it to a local name and wait() it in this function")] if strict else []
+    walk = _Walk(call, op, target.name, strict)
+    paths = [_Path(assumed, buffers)]
+    for block in continuation:
+        paths = _run(walk, block, paths)
+    for path in paths:
+        if path.in_flight:
+            walk.problems.append(Problem(call, f"{op}(..., async_op=True) is never waited on a path through "
+                                               f"this function ({_shown(path)}): the collective leaks. Fix: "
+                                               f"{target.name}.wait() on every path before it ends"))
+            break
+    return walk.problems
+
+
+def _buffer(call: CallExpr) -> frozenset[str]:
+    """The name of the buffer in flight: the first argument (the output, or the tensor an in-place op writes)."""
+    first = call.args[0] if call.args and call.arg_names[0] is None else None
+    return frozenset({first.name}) if isinstance(first, NameExpr) else frozenset()
+
+
+def _locate(block: Block, call: CallExpr, assumed: tuple[tuple[str, bool], ...]
+            ) -> tuple[Statement, list[list[Statement]], tuple[tuple[str, bool], ...]] | None:
+    """The statement holding ``call``, the statements after it (innermost block first), the flags around it."""
+    for index, statement in enumerate(block.body):
+        rest = block.body[index + 1:]
+        if _holds(statement, call):
+            return statement, [rest], assumed
+        for inner, taken in _blocks(statement):
+            found = _locate(inner, call, assumed + taken)
+            if found is not None:
+                return found[0], [*found[1], rest], found[2]
+    return None
+
+
+def _holds(statement: Statement, call: CallExpr) -> bool:
+    if isinstance(statement, AssignmentStmt):
+        return statement.rvalue is call
+    return isinstance(statement, ExpressionStmt) and statement.expr is call
+
+
+def _blocks(statement: Statement) -> list[tuple[Block, tuple[tuple[str, bool], ...]]]:
+    if isinstance(statement, IfStmt):
+        flag = _flag(statement.expr[0])
+        taken = [((flag[0], flag[1]),), ((flag[0], not flag[1]),)] if flag else [(), ()]
+        return [(statement.body[0], taken[0]), *([(statement.else_body, taken[1])] if statement.else_body else [])]
+    if isinstance(statement, (ForStmt, WhileStmt, WithStmt)):
+        return [(statement.body, ())]
+    if isinstance(statement, TryStmt):
+        return [(statement.body, ()), *((b, ()) for b in statement.handlers),
+                *((b, ()) for b in (statement.else_body, statement.finally_body) if b is not None)]
+    return []
+
+
+def _flag(expr: Expression) -> tuple[str, bool] | None:
+    """``ctx.sequence_parallel`` -> (its dotted name, True); ``not x`` -> (x, False); else None."""
+    if isinstance(expr, UnaryExpr) and expr.op == "not":
+        inner = _flag(expr.expr)
+        return (inner[0], not inner[1]) if inner else None
+    if isinstance(expr, NameExpr):
+        return expr.name, True
+    if isinstance(expr, MemberExpr):
+        owner = _flag(expr.expr)
+        return (f"{owner[0]}.{expr.name}", True) if owner and owner[1] else None
+    return None
+
+
+def _run(walk: _Walk, statements: list[Statement], paths: list[_Path]) -> list[_Path]:
+    """The paths after ``statements`` (those that return or raise end there)."""
+    for statement in statements:
+        paths = [after for path in paths for after in _step(walk, statement, path)]
+    return paths
+
+
+def _step(walk: _Walk, statement: Statement, path: _Path) -> list[_Path]:
+    if not path.in_flight:
+        return [path]
+    if isinstance(statement, IfStmt):
+        return _branch(walk, statement, path)
+    if isinstance(statement, AssertStmt):
+        flag = _flag(statement.expr)
+        kept = path.assuming(*flag) if flag else path
+        return [kept] if kept is not None else []
+    if isinstance(statement, (ForStmt, WhileStmt, WithStmt, TryStmt)):
+        _uses(walk, statement, path, header_only=True)
+        return _run(walk, [s for block, _ in _blocks(statement) for s in block.body], [path])
+    if _waits(statement, walk.handle):
+        return [replace(path, in_flight=False)]
+    if isinstance(statement, RaiseStmt):
+        return []
+    if isinstance(statement, ReturnStmt):
+        walk.report(statement, "returns", f"{walk.handle}.wait() before the return")
+        return []
+    path = _uses(walk, statement, path)
+    return [path] if path.in_flight else []
+
+
+def _branch(walk: _Walk, statement: IfStmt, path: _Path) -> list[_Path]:
+    flag = _flag(statement.expr[0])
+    _uses(walk, statement, path, header_only=True)  # the condition
+    after: list[_Path] = []
+    for value, block in ((True, statement.body[0]), (False, statement.else_body)):
+        taken = path.assuming(flag[0], flag[1] == value) if flag else path
+        if taken is None:
+            continue
+        after += _run(walk, block.body, [taken]) if block is not None else [taken]
+    return after
+
+
+def _waits(statement: Statement, handle: str) -> bool:
+    return any(isinstance(e, CallExpr) and isinstance(e.callee, MemberExpr) and e.callee.name == "wait"
+               and isinstance(e.callee.expr, NameExpr) and e.callee.expr.name == handle
+               for e in get_subexpressions(statement))
+
+
+def _uses(walk: _Walk, statement: Statement, path: _Path, header_only: bool = False) -> _Path:
+    """Report the buffers ``statement`` touches in flight; follow aliases and rebindings."""
+    if isinstance(statement, IfStmt):
+        expressions: list[Expression] = [e for header in statement.expr for e in get_subexpressions(header)]
+    elif header_only and isinstance(statement, (ForStmt, WhileStmt)):
+        expressions = list(get_subexpressions(statement.expr))
+    elif header_only:
+        expressions = []
+    else:
+        expressions = list(get_subexpressions(statement))
+    if isinstance(statement, AssignmentStmt) and len(statement.lvalues) == 1 and isinstance(statement.lvalues[0], NameExpr):
+        target, value = statement.lvalues[0].name, statement.rvalue
+        if isinstance(value, NameExpr) and value.name in path.buffers:
+            return replace(path, buffers=path.buffers | {target})  # an alias, not a read
+        if target == walk.handle:
+            walk.report(statement, f"{walk.handle} is bound again", f"{walk.handle}.wait() first")
+            return replace(path, in_flight=False)
+        path = replace(path, buffers=path.buffers - {target})
+        expressions = list(get_subexpressions(value))
+    for expr in expressions:
+        if isinstance(expr, NameExpr) and expr.name in path.buffers:
+            walk.report(expr, f"{expr.name} is used", f"{walk.handle}.wait() before this line")
+    if not header_only and not isinstance(statement, IfStmt) and _passes_on(statement, walk.handle):
+        if walk.strict:
+            walk.problems.append(Problem(statement, f"the handle {walk.handle} is passed on: whether it is waited "
+                                                    f"before its buffers are used is not checked. Fix: wait() it "
+                                                    f"in this function"))
+        return replace(path, in_flight=False)  # followed no further
+    return path
+
+
+def _passes_on(statement: Statement, handle: str) -> bool:
+    """Whether ``statement`` gives the handle to a call, returns it or stores it (``h is None`` does not)."""
+    def named(expr: Expression | None) -> bool:
+        return isinstance(expr, NameExpr) and expr.name == handle
+    if isinstance(statement, ReturnStmt) and statement.expr is not None:
+        return any(named(e) for e in get_subexpressions(statement.expr))
+    if isinstance(statement, AssignmentStmt) and any(named(e) for e in get_subexpressions(statement.rvalue)):
+        return True
+    return any(isinstance(e, CallExpr) and any(named(a) for a in e.args) for e in get_subexpressions(statement))
+
+
+def _shown(path: _Path) -> str:
+    return ", ".join(f"{flag}={value}" for flag, value in path.assumed) or "the path without branches"

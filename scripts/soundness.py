@@ -11,7 +11,10 @@
 The programs include index ops with typed and computed indices and the
 uneven all_to_all (``spmd_programs.programs(extended=True)``), some of whose
 counts vary where the rows do not (``UNEVEN_COUNTS_VARY_WHERE_ROWS_DO_NOT``,
-counted as a feature).
+counted as a feature), and moves to ``ep``, the flattening of (dp, tp) over the
+same ranks, by ``reinterpret_mesh`` (``spmd_meshes``: steps on ep, the move back
+or a loss on ep; in wild programs mixed groups and the wrong order ``{(tp, dp): ep}``,
+whose accepted programs the runtime refuses, counted apart).
 
     python scripts/soundness.py --programs 5000 [--batch 250] [--seed 0] [--checker rules]
 
@@ -38,6 +41,7 @@ def print_report(report: Report, seconds: float) -> None:
     print(f"accepted: {report.accepted} ({report.accepted_without_gradients} with an operand without a gradient); "
           f"gradient mismatches: {len(report.mismatches)}; "
           f"runtime errors on accepted programs: {len(report.accepted_runtime_errors)}")
+    print(f"accepted, the regrouping's ranks refused at run time ({{(tp, dp): ep}}): {report.accepted_refused_regroupings}")
     print(f"mypy crashes: {len(report.mypy_crashes)}; checker vs algebra prediction disagreements: {len(report.disagreements)}")
     print(f"rejected: {report.programs - report.accepted}")
     print(f"\n{'helper call or feature':<34} {'accepted':>9} {'rejected':>9} {'rejected, wrong gradients':>26}")

@@ -33,7 +33,14 @@ With ``extended``, two more families (:func:`programs`):
 * the uneven ``all_to_all(x, axis, src=V, dst=V, input_split_sizes=,
   output_split_sizes=)``, the counts a typed input (:class:`RowCounts`)
   exchanged in the program as a dispatcher does; wild programs also call it
-  on an R, I or P input or declare S(0), which the checker must reject.
+  on an R, I or P input or declare S(0), which the checker must reject;
+* mesh transitions (:mod:`spmd_meshes`): a value moved to ``ep``, the
+  flattening of (dp, tp) over the same 4 ranks, by ``spmd.reinterpret_mesh(x,
+  {(dp, tp): ep})`` (a :class:`Move`: an alias, its type by
+  ``spmd_stubs.core.mesh_transitions.regroup``), ops and typed collectives on
+  ep among the values there (``Value.mesh`` is ``(EP,)``), then a value moved
+  back with ``{ep: (dp, tp)}`` or the loss finished on ep; wild programs also
+  move a group whose axes hold different types or name it ``{(tp, dp): ep}``.
 """
 
 from __future__ import annotations
@@ -53,12 +60,15 @@ from spmd_stubs.core.comms import check_row_exchange, row_exchange_elsewhere
 
 AXES = ("dp", "tp")
 AXIS_SIZE = 2
+EP = "ep"
+"""The flattening of ``AXES`` over the same 4 ranks (dp outermost): a value moves there by ``reinterpret_mesh``."""
+SIZES = {**{axis: AXIS_SIZE for axis in AXES}, EP: AXIS_SIZE ** len(AXES)}
 MAX_NUMEL = 128
 MAX_NDIM = 4
 
 Shape = tuple[int, ...]
 Types = tuple[AxisType, ...]
-"""One type per axis, in the order of ``AXES``."""
+"""One type per axis of a value's mesh (``AXES``, or ``(EP,)``), in its order."""
 
 
 # --------------------------------------------------------------------------
@@ -68,11 +78,12 @@ Types = tuple[AxisType, ...]
 
 @dataclass(frozen=True)
 class Value:
-    """A live variable: its name, local shape (the same on every rank) and types."""
+    """A live variable: its name, local shape (the same on every rank) and types on the axes of ``mesh``."""
 
     name: str
     shape: Shape
     types: Types
+    mesh: tuple[str, ...] = AXES
 
 
 @dataclass(frozen=True)
@@ -135,7 +146,26 @@ class Call:
         return self.group_axis if self.helper.group else self.helper.reduce
 
 
-Statement = Union[Local, Comm, Call]
+@dataclass(frozen=True)
+class Move:
+    """``target = spmd.reinterpret_mesh(arg, {source: destination})``: the same local tensors on other axes
+    over the same ranks (docs/spec.md#meshes-over-the-same-ranks); each side one axis or a tuple."""
+
+    target: Value
+    arg: str
+    source: tuple[str, ...]
+    destination: tuple[str, ...]
+
+    @property
+    def expression(self) -> str:
+        return f"spmd.reinterpret_mesh({self.arg}, {{{_written(self.source)}: {_written(self.destination)}}})"
+
+
+def _written(axes: tuple[str, ...]) -> str:
+    return axes[0] if len(axes) == 1 else "(" + ", ".join(axes) + ")"
+
+
+Statement = Union[Local, Comm, Call, Move]
 
 
 @dataclass(frozen=True)
@@ -219,6 +249,7 @@ def to_source(program: Program, name: str = "program") -> str:
                        + [f"{s.name}: torch.Tensor" for s in program.selectors]
                        + [f"{i.name}: {_annotation(i.types)}" for i in program.indices]
                        + [f"{c.name}: {_annotation(c.types)}" for c in program.counts])
+    moves = any(isinstance(s, Move) for s in program.body)
     lines = [
         "from typing import Any",
         "",
@@ -228,7 +259,7 @@ def to_source(program: Program, name: str = "program") -> str:
         "",
         "import spmd_stubs as spmd",
         "from spmd_stubs import Group, I, P, R, S, Tensor, V",
-        "from spmd_stubs.axes import dp, tp",
+        "from spmd_stubs.axes import dp, ep, tp" if moves else "from spmd_stubs.axes import dp, tp",
         "",
     ]
     for statement in program.body:
@@ -359,7 +390,7 @@ a Partial stays Partial, else Varying wins, else Replicate."""
 def _local_types(op: OpSpec, operands: list[Value]) -> tuple[Types, frozenset[str]]:
     """The result's types of ``op`` on ``operands`` and the error codes it raises."""
     types, codes = [], set()
-    for i, axis in enumerate(AXES):
+    for i, axis in enumerate(operands[0].mesh):
         args: list[core.Operand] = [v.types[i] for v in operands] + [core.SCALAR] * op.scalars
         if op.selector:
             args.append(None)  # an untyped selector: unknown on every axis
@@ -394,41 +425,42 @@ def _comm_codes(op: str, actual: AxisType, src: AxisType, dst: AxisType, axis: s
 # --------------------------------------------------------------------------
 
 
-def _gather_shape(shape: Shape, layout: AxisType) -> Optional[Shape]:
-    """The whole from one part: stack on a new dim 0 (V) or double dim i (S(i))."""
+def _gather_shape(shape: Shape, layout: AxisType, size: int) -> Optional[Shape]:
+    """The whole from one part of ``size``: stack on a new dim 0 (V) or multiply dim i by ``size`` (S(i))."""
     if layout.shard is None:
-        return (AXIS_SIZE,) + shape
+        return (size,) + shape
     dim = layout.shard % len(shape)
-    return shape[:dim] + (shape[dim] * AXIS_SIZE,) + shape[dim + 1 :]
+    return shape[:dim] + (shape[dim] * size,) + shape[dim + 1 :]
 
 
-def _scatter_shape(shape: Shape, layout: AxisType) -> Optional[Shape]:
-    """One part of the whole: unbind dim 0 (V) or halve dim i (S(i)); None if it does not split."""
+def _scatter_shape(shape: Shape, layout: AxisType, size: int) -> Optional[Shape]:
+    """One part of ``size``: unbind dim 0 (V) or divide dim i (S(i)); None if it does not split."""
     if layout.shard is None:
-        return shape[1:] if shape and shape[0] == AXIS_SIZE else None
+        return shape[1:] if shape and shape[0] == size else None
     dim = layout.shard % len(shape)
-    if shape[dim] % AXIS_SIZE:
+    if shape[dim] % size:
         return None
-    return shape[:dim] + (shape[dim] // AXIS_SIZE,) + shape[dim + 1 :]
+    return shape[:dim] + (shape[dim] // size,) + shape[dim + 1 :]
 
 
-def comm_shape(op: str, src: AxisType, dst: AxisType, shape: Shape) -> Optional[Shape]:
-    """The local result shape of a collective/cast, None when the shape does not fit it."""
+def comm_shape(op: str, src: AxisType, dst: AxisType, shape: Shape, size: int = AXIS_SIZE) -> Optional[Shape]:
+    """The local result shape of a collective/cast on an axis of ``size`` ranks, None when the shape does
+    not fit it."""
     if _needs_dim(src, shape) or _needs_dim(dst, shape):
         return None
     if op == "redistribute":
         step = core.route(src, dst)
-        return shape if step is None else comm_shape(step.op, step.src, step.dst, shape)
+        return shape if step is None else comm_shape(step.op, step.src, step.dst, shape, size)
     s, d = src.kind, dst.kind
     if op in ("all_gather",) or (op == "convert" and s is Kind.V and d is Kind.P):
-        return _gather_shape(shape, src)
+        return _gather_shape(shape, src, size)
     if op == "reduce_scatter" or (op == "convert" and s in (Kind.R, Kind.I) and d is Kind.V):
-        return _scatter_shape(shape, dst)
+        return _scatter_shape(shape, dst, size)
     if op == "all_to_all":
         # The local tensor is split on dst's dim (V: dim 0 of size the axis
         # size), the parts exchanged, and joined on src's dim.
-        part = _scatter_shape(shape, dst)
-        return None if part is None or _needs_dim(src, part) else _gather_shape(part, src)
+        part = _scatter_shape(shape, dst, size)
+        return None if part is None or _needs_dim(src, part) else _gather_shape(part, src, size)
     return shape
 
 
@@ -476,13 +508,13 @@ def _comm_candidates(value: Value, axis_index: int, wild: bool) -> list[Candidat
     where needed). Wild: any src/dst form, valid or not, expert_mode a coin.
     """
     actual = value.types[axis_index]
-    axis = AXES[axis_index]
+    axis = value.mesh[axis_index]
     sources = _ALL_FORMS if wild else _FORMS[actual.kind]
     out = []
     for op in _OPS:
         for src in sources:
             for dst in _ALL_FORMS:
-                shape = comm_shape(op, src, dst, value.shape)
+                shape = comm_shape(op, src, dst, value.shape, SIZES[axis])
                 if not _fits(shape):
                     continue
                 assert shape is not None
@@ -503,7 +535,7 @@ def _gated(op: str, src: AxisType, dst: AxisType) -> bool:
 
 
 def _comm_maker(value: Value, op: str, axis: str, src: AxisType, dst: AxisType, expert: bool, shape: Shape, types: Types) -> Callable[[str], Statement]:
-    return lambda name: Comm(Value(name, shape, types), op, value.name, axis, src, dst, expert)
+    return lambda name: Comm(Value(name, shape, types, value.mesh), op, value.name, axis, src, dst, expert)
 
 
 def _local_candidates(pool: list[Value], wild: bool) -> list[Candidate]:
@@ -530,7 +562,8 @@ def _local_candidate(op: OpSpec, operands: list[Value], shape: Shape, wild: bool
     expression = op.template.format(*names)
     args = tuple(names)
     constants = bool(op.constants)
-    return [Candidate(lambda name: Local(Value(name, shape, types), expression, args, constants), codes)]
+    mesh = operands[0].mesh
+    return [Candidate(lambda name: Local(Value(name, shape, types, mesh), expression, args, constants), codes)]
 
 
 # --------------------------------------------------------------------------
@@ -756,6 +789,8 @@ class _Draft:
     counts: list[RowCounts] = field(default_factory=list)
     made: list[Index] = field(default_factory=list)
     """Indices computed in the body (never data: they are not in ``pool``)."""
+    on_ep: list[Value] = field(default_factory=list)
+    """Live values moved to ``EP`` and computed there: a pool of their own (``pool`` is on ``AXES``)."""
     features: set[str] = field(default_factory=set)
 
     def next_name(self) -> str:
@@ -777,9 +812,13 @@ def programs(draw: st.DrawFn, max_steps: int = 6, helpers: bool = False, extende
     draws are those of the programs before helpers existed (the hint harness,
     which reads a program back from its body alone, draws those).
     ``extended``: one step in eight is an index op with a typed or computed
-    index, one in eight an uneven ``all_to_all``; off, the draws are those of
-    the programs before these existed.
+    index, one in eight an uneven ``all_to_all``, one in eight a move to the
+    flattened axis ``ep`` and steps there (:func:`spmd_meshes.mesh_step`), the
+    loss then sometimes finished on ep; off, the draws are those of the
+    programs before these existed.
     """
+    from spmd_meshes import mesh_step  # it builds on this module's steps
+
     wild = draw(st.integers(0, 2)) == 2
     inputs = [draw(input_values(i)) for i in range(draw(st.integers(1, 3)))]
     draft = _Draft(wild, list(inputs))
@@ -812,6 +851,8 @@ def programs(draw: st.DrawFn, max_steps: int = 6, helpers: bool = False, extende
             _index_step(draw, draft, draw(st.sampled_from(pool)))
         elif family == 1:
             _exchange_step(draw, draft, draw(st.sampled_from(pool)), draw(st.integers(0, len(AXES) - 1)))
+        elif family == 2:
+            mesh_step(draw, draft)
         elif draw(st.integers(0, 4)) == 0:
             select(draw(st.sampled_from(pool)))
         elif draw(st.booleans()):
@@ -822,9 +863,12 @@ def programs(draw: st.DrawFn, max_steps: int = 6, helpers: bool = False, extende
             if candidates:
                 step(candidates)
     # Usually the last value, so that most of the body feeds the loss.
-    loss = pool[-1] if draw(st.booleans()) else draw(st.sampled_from(pool))
+    losses = draft.on_ep if draft.on_ep and draw(st.booleans()) else pool
+    loss = losses[-1] if draw(st.booleans()) else draw(st.sampled_from(losses))
+    if loss.mesh != AXES:
+        draft.features.add("mesh transition, loss on ep")
     loss = _to_scalar(loss, step)
-    for axis_index in range(len(AXES)):
+    for axis_index in range(len(loss.mesh)):
         # A finished loss is I or P on the axis; leaving it be is sometimes
         # right (it already is) and sometimes an error the checker must see.
         if draw(st.integers(0, 5)) > 0 or not wild:

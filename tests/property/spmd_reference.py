@@ -16,6 +16,11 @@ coordinate 0 of the I axes (:func:`global_loss`). An untyped selector input hold
 same on every rank except on the axes its ``varies`` names; it takes no gradient. So do a typed index
 input, whose values differ between ranks exactly on its V axes, and the row counts of an uneven
 ``all_to_all`` (each group's counts a random matrix whose rows and columns all sum to the rows held).
+
+A value moved to the flattened axis ``ep`` by ``reinterpret_mesh`` keeps every rank's tensor (an
+alias); ep's one group is the 4 ranks in flattened order, the rank at ``(dp_index, tp_index)``
+its member ``dp_index * 2 + tp_index`` (:func:`groups`). A loss on ep counts as one of that type on
+every axis it flattens.
 """
 
 from __future__ import annotations
@@ -26,7 +31,21 @@ from typing import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
-from spmd_programs import AXES, AXIS_SIZE, Call, Comm, Index, Local, Program, RowCounts, Selector, Types, Value
+from spmd_programs import (
+    AXES,
+    AXIS_SIZE,
+    EP,
+    Call,
+    Comm,
+    Index,
+    Local,
+    Move,
+    Program,
+    RowCounts,
+    Selector,
+    Types,
+    Value,
+)
 
 from spmd_stubs.core import AxisType, Invariant, Kind, Partial
 
@@ -161,11 +180,11 @@ def selector_parts(name: str, inputs: Inputs) -> dict[int, torch.Tensor]:
 # --------------------------------------------------------------------------
 
 
-def _split(whole: torch.Tensor, layout: AxisType) -> list[torch.Tensor]:
-    """V: unbind dim 0; S(i): equal chunks of dim i."""
+def _split(whole: torch.Tensor, layout: AxisType, parts: int) -> list[torch.Tensor]:
+    """V: unbind dim 0 (of size ``parts``); S(i): ``parts`` equal chunks of dim i."""
     if layout.shard is None:
         return list(whole.unbind(0))
-    return list(whole.chunk(AXIS_SIZE, layout.shard))
+    return list(whole.chunk(parts, layout.shard))
 
 
 def _join(parts: list[torch.Tensor], layout: AxisType) -> torch.Tensor:
@@ -186,7 +205,7 @@ def _keep_first(xs: list[torch.Tensor]) -> list[torch.Tensor]:
 
 def _keep_slice(xs: list[torch.Tensor], dst: AxisType) -> list[torch.Tensor]:
     """R/I -> V|S(i): member k keeps part k of its (identical) whole."""
-    return [_split(x, dst)[k] for k, x in enumerate(xs)]
+    return [_split(x, dst, len(xs))[k] for k, x in enumerate(xs)]
 
 
 def _zero_pad(xs: list[torch.Tensor], src: AxisType) -> list[torch.Tensor]:
@@ -196,7 +215,7 @@ def _zero_pad(xs: list[torch.Tensor], src: AxisType) -> list[torch.Tensor]:
 
 def _all_to_all(xs: list[torch.Tensor], src: AxisType, dst: AxisType) -> list[torch.Tensor]:
     """Member k gets part k (split by dst) of every member's value, joined by src."""
-    return [_join([_split(x, dst)[k] for x in xs], src) for k in range(len(xs))]
+    return [_join([_split(x, dst, len(xs))[k] for x in xs], src) for k in range(len(xs))]
 
 
 def _exchange_rows(xs: list[torch.Tensor], sent: list[list[int]]) -> list[torch.Tensor]:
@@ -223,7 +242,7 @@ def list_spec(op: str, src: AxisType, dst: AxisType, xs: list[torch.Tensor],
     if op == "all_gather":
         return [_join(xs, src)] * len(xs)
     if op == "reduce_scatter":
-        return _split(_sum(xs), dst)
+        return _split(_sum(xs), dst, len(xs))
     if op == "all_to_all":
         return _all_to_all(xs, src, dst)
     if op == "convert" and d is Kind.V:
@@ -240,7 +259,7 @@ def _redistribute(src: AxisType, dst: AxisType, xs: list[torch.Tensor]) -> list[
     """The meaning-preserving change of type (communicating where needed)."""
     s, d = src.kind, dst.kind
     if s is Kind.P and d is not Kind.P:
-        return [_sum(xs)] * len(xs) if d in (Kind.R, Kind.I) else _split(_sum(xs), dst)
+        return [_sum(xs)] * len(xs) if d in (Kind.R, Kind.I) else _split(_sum(xs), dst, len(xs))
     if s is Kind.V and d in (Kind.R, Kind.I):
         return [_join(xs, src)] * len(xs)
     if s is Kind.V and d is Kind.V:
@@ -255,8 +274,16 @@ def _redistribute(src: AxisType, dst: AxisType, xs: list[torch.Tensor]) -> list[
     return list(xs)
 
 
+def ep_index(coord: Coord) -> int:
+    """A rank's member index on ep, the flattening of ``AXES`` (dp outermost): ``dp_index * 2 + tp_index``."""
+    return coord[0] * AXIS_SIZE + coord[1]
+
+
 def groups(axis: str) -> list[list[Coord]]:
-    """The groups of ``axis``: coordinates equal on every other axis, in index order."""
+    """The groups of ``axis``: coordinates equal on every other axis, in index order; ep's one group is
+    every rank, in its member order."""
+    if axis == EP:
+        return [sorted(COORDS, key=ep_index)]
     a = AXES.index(axis)
     out: dict[Coord, list[Coord]] = {}
     for c in COORDS:
@@ -311,6 +338,8 @@ def run(program: Program, leaves: Leaves, inputs: Inputs) -> Grid:
             env[statement.target.name] = _apply_comm(statement, env[statement.arg], counts)
         elif isinstance(statement, Call):
             env[statement.target.name] = _apply_call(statement, env[statement.arg])
+        elif isinstance(statement, Move):
+            env[statement.target.name] = dict(env[statement.arg])  # an alias: every rank keeps its tensor
         else:
             env[statement.target.name] = _apply_local(statement, env)
     return env[program.loss.name]
@@ -326,6 +355,15 @@ def counted(types: Types) -> Callable[[Coord], bool]:
     return lambda c: all(t.kind in (Kind.V, Kind.P) or i == 0 for t, i in zip(types, c))
 
 
+def on_axes(value: Value) -> Types:
+    """``value``'s types on ``AXES``: as they are, or a loss on ep's type on each axis it flattens (a
+    type uniform over a group is that type on the flattened axis, docs/spec.md#meshes-over-the-same-ranks)."""
+    if value.mesh == AXES:
+        return value.types
+    (flattened,) = value.types
+    return (flattened,) * len(AXES)
+
+
 def global_loss(losses: Grid, types: Types) -> torch.Tensor:
     keep = counted(types)
     return _sum([loss for c, loss in losses.items() if keep(c)])
@@ -335,7 +373,7 @@ def reference_gradients(program: Program, inputs: Inputs) -> Leaves:
     """d(global loss)/d(leaf) for every leaf, by plain autograd (zeros for unused leaves)."""
     live = {name: {c: t.detach().clone().requires_grad_() for c, t in grid.items()} for name, grid in inputs.leaves.items()}
     flat = [t for grid in live.values() for t in grid.values()]
-    loss = global_loss(run(program, live, inputs), program.loss.types)
+    loss = global_loss(run(program, live, inputs), on_axes(program.loss))
     grads = torch.autograd.grad(loss, flat, allow_unused=True)
     it: Iterable[torch.Tensor | None] = iter(grads)
     return {

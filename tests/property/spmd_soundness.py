@@ -27,14 +27,15 @@ from typing import Iterator, Optional
 import torch
 import torch.distributed as dist
 from mypy_batch import REPO, FileErrors, MypyRun, run_mypy, write_config
-from spmd_programs import Call, Local, Program, to_source
+from spmd_meshes import WRONG_ORDER
+from spmd_programs import Call, Local, Move, Program, to_source
 from spmd_reference import Inputs, expected_pairs, random_inputs, rank_parts, reference_gradients, selector_parts
 
 RUNTIME_TESTS = REPO / "tests" / "runtime"
 if str(RUNTIME_TESTS) not in sys.path:
     sys.path.insert(0, str(RUNTIME_TESTS))
 
-from spmd_world import MESH_DIMS, MESH_SHAPE, WORLD_SIZE, SimWorld  # noqa: E402
+from spmd_world import GROUPS, MESH_DIMS, MESH_SHAPE, WORLD_SIZE, SimWorld  # noqa: E402
 
 # --------------------------------------------------------------------------
 # 1. One mypy run per batch
@@ -69,25 +70,43 @@ def check_batch(programs: list[Program], directory: Path, cache_dir: Path) -> My
 # --------------------------------------------------------------------------
 
 
+_FLATTENED_RANKS = {tuple(MESH_DIMS): GROUPS["dp_tp"][0], tuple(reversed(MESH_DIMS)): GROUPS["tp_dp"][0]}
+"""The ranks of (dp, tp) and (tp, dp) flattened, first axis outermost: one group of every rank."""
+
+REFUSED_REGROUPING = "reinterpret_mesh moves"
+"""How the runtime's refusal of a regrouping whose ranks are not the destination's begins."""
+
+
 @contextlib.contextmanager
 def simulated_world() -> Iterator[object]:
     """The runtime tests' world: 4 ranks in one process, a 2 dp x 2 tp mesh bound.
 
     Initialises the fake process group unless a fixture already did, and
     yields the mesh; :func:`run_program` enters LocalTensorMode per program.
+
+    ``reinterpret_mesh`` compares a group's flattened ranks with the destination's, gathering them
+    with ``all_gather_object``, which the fake backend answers with rank 0's part on every rank. In
+    this world the flattened ranks of (dp, tp) and (tp, dp) are read from the row-major layout
+    instead (every rank's group is all 4 ranks, so every rank's comparison is rank 0's); the
+    gathering itself runs on real processes in tests/runtime/test_mesh_transitions_gloo.py.
     """
     from torch.distributed._local_tensor import LocalTensorMode
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore  # registers "fake"
 
+    import spmd_stubs.mesh_transitions as transitions
+
     owner = not dist.is_initialized()
     if owner:
         dist.init_process_group("fake", rank=0, world_size=WORLD_SIZE, store=FakeStore())
+    gathered = transitions._flattened_ranks
+    transitions._flattened_ranks = lambda names: _FLATTENED_RANKS.get(names) or gathered(names)
     try:
         with LocalTensorMode(WORLD_SIZE):
             mesh = init_device_mesh("cpu", MESH_SHAPE, mesh_dim_names=MESH_DIMS)
         yield mesh
     finally:
+        transitions._flattened_ranks = gathered
         if owner:
             dist.destroy_process_group()
 
@@ -111,15 +130,18 @@ class Outcome:
 
 
 def run_program(mesh: object, path: Path, program: Program, inputs: Inputs) -> Outcome:
-    """Call the generated function on LocalTensors through the runtime shim."""
+    """Call the generated function on LocalTensors through the runtime shim, ``ep`` bound to the
+    flattening of (dp, tp)."""
     from torch.distributed._local_tensor import LocalTensorMode
 
     import spmd_stubs as spmd
+    from spmd_stubs.axes import dp, ep, tp
 
     function = load_program(path)
     with LocalTensorMode(WORLD_SIZE) as mode:
         spmd.bind_mesh(mesh)  # type: ignore[arg-type]
         try:
+            spmd.bind_groups({ep: spmd.group_of((dp, tp))})
             world = SimWorld(mode)
             tensors = [world.make(rank_parts(v, inputs)).requires_grad_() for v in program.inputs]
             untyped = [s.name for s in program.selectors]
@@ -173,6 +195,10 @@ class Report:
     rejected_calls_wrong: Counter[str] = field(default_factory=Counter)
     """Rejected programs per kind of helper call and feature, and those of them that run with wrong gradients."""
     accepted_runtime_errors: list[str] = field(default_factory=list)
+    accepted_refused_regroupings: int = 0
+    """Accepted programs whose ``reinterpret_mesh`` names ep's ranks in another order, ``{(tp, dp): ep}``:
+    the checker does not know which ranks an axis is bound to; the runtime refuses the call (its
+    documented check, docs/spec.md#meshes-over-the-same-ranks) before any gradient is computed."""
     mismatches: list[str] = field(default_factory=list)
     rejected: Counter[str] = field(default_factory=Counter)
     rejected_refused: Counter[str] = field(default_factory=Counter)
@@ -222,7 +248,9 @@ def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mes
                 isinstance(s, Local) and s.op_constants for s in program.body)
             report.accepted_with_unknown_selector += bool(program.selectors)
             report.accepted_calls.update(call_kinds(program))
-            if outcome.error is not None:
+            if outcome.error is not None and _refused_regrouping(program, outcome.error):
+                report.accepted_refused_regroupings += 1
+            elif outcome.error is not None:
                 report.accepted_runtime_errors.append(_describe(program, verdict, outcome.error))
             else:
                 problems = judge(program, outcome, inputs)
@@ -239,6 +267,12 @@ def process_batch(programs: list[Program], directory: Path, cache_dir: Path, mes
                 report.rejected_refused[code] += 1
             elif wrong:
                 report.rejected_wrong[code] += 1
+
+
+def _refused_regrouping(program: Program, error: str) -> bool:
+    """The runtime's refusal of a move whose source group names ep's ranks in another order."""
+    return (error.startswith(f"ValueError: {REFUSED_REGROUPING}")
+            and any(isinstance(s, Move) and s.source == WRONG_ORDER for s in program.body))
 
 
 def _describe(program: Program, verdict: FileErrors, why: str) -> str:

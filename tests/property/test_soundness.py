@@ -5,7 +5,8 @@ batch; each accepted one is run through the runtime shim in the simulated
 4-rank world and its per-rank input gradients are compared with plain
 autograd over the program's global meaning (``spmd_reference``). A failing
 batch shrinks to a minimal program. The programs include index ops with typed
-and computed indices and the uneven ``all_to_all`` (``extended``).
+and computed indices, the uneven ``all_to_all`` and moves to the flattened axis
+``ep`` by ``reinterpret_mesh`` (``extended``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,21 @@ from typing import Iterator
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from spmd_programs import AXES, Comm, Index, Local, Program, RowCounts, Selector, Value, programs
+from spmd_meshes import MESH_TRANSITION, WRONG_ORDER
+from spmd_programs import AXES, EP, Comm, Index, Local, Move, Program, RowCounts, Selector, Value, draw, programs
 from spmd_reference import groups, list_spec, random_inputs
-from spmd_soundness import Report, check_batch, judge, process_batch, run_program, simulated_world, write_batch
+from spmd_soundness import (
+    REFUSED_REGROUPING,
+    Report,
+    check_batch,
+    judge,
+    process_batch,
+    run_program,
+    simulated_world,
+    write_batch,
+)
 
 from spmd_stubs import core
 from spmd_stubs.core import AxisType
@@ -43,6 +54,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_accepted_programs_compute_correct_gradients(batch: list[Program], mesh: object, workdir: Path) -> None:
     report = Report()
     process_batch(batch, workdir / "batch", workdir / "cache", mesh, seed=0, report=report)
+    for feature, count in report.accepted_calls.items():
+        event(f"accepted with {feature}", count)
     assert not report.mypy_crashes, report.mypy_crashes[0]
     assert not report.accepted_runtime_errors, report.accepted_runtime_errors[0]
     assert not report.mismatches, report.mismatches[0]
@@ -197,3 +210,63 @@ def test_counts_that_vary_where_the_rows_do_not_are_rejected(workdir: Path) -> N
     assert not run.crashed, run.output
     [verdict] = run.files.values()
     assert not verdict.accepted
+
+
+# --------------------------------------------------------------------------
+# Moving to the flattened axis ep (docs/spec.md#meshes-over-the-same-ranks)
+# --------------------------------------------------------------------------
+
+
+def _on_ep(x: tuple[AxisType, AxisType], source: tuple[str, ...] = AXES, finish: str = "all_reduce") -> Program:
+    """x0 (``x`` on dp, tp) moved to ep by ``{source: ep}``, then ``finish`` there: ``all_reduce`` (P -> I),
+    ``all_gather`` (V -> I) or nothing; the sum of the result is the loss, on ep."""
+    x0, moved = Value("x0", (2,), x), Value("t0", (2,), (core.AxisType(x[0].kind),), (EP,))
+    body: list[Move | Comm | Local] = [Move(moved, "x0", source, (EP,))]
+    last = moved
+    if finish == "all_reduce":
+        last = Value("t1", (2,), (I,), (EP,))
+        body.append(Comm(last, "all_reduce", "t0", EP, P, I, expert=False))
+    elif finish == "all_gather":
+        last = Value("t1", (4, 2), (I,), (EP,))
+        body.append(Comm(last, "all_gather", "t0", EP, V, I, expert=False))
+    loss = Value(f"t{len(body)}", (), last.types, (EP,))
+    body.append(Local(loss, f"{last.name}.sum()", (last.name,)))
+    return Program((x0,), tuple(body), loss, frozenset())
+
+
+def test_the_reference_numbers_ep_members_dp_outermost() -> None:
+    """ep's one group: the rank at (dp_index, tp_index) is member dp_index * 2 + tp_index."""
+    assert groups(EP) == [[(0, 0), (0, 1), (1, 0), (1, 1)]]
+
+
+def test_moves_to_ep_are_judged(mesh: object, workdir: Path, tmp_path: Path) -> None:
+    """P@(dp, tp) all-reduced on ep and V@(dp, tp) gathered there are accepted and right; an R loss on ep
+    is rejected (spmd-backward) and, run anyway, its gradient counted on all 4 ranks; a group R@dp, V@tp
+    is rejected (spmd-mesh)."""
+    programs = [_on_ep((P, P)), _on_ep((V, V), finish="all_gather"), _on_ep((R, R), finish=""),
+                _on_ep((R, V), finish="")]
+    run = check_batch(programs, workdir / "meshes", workdir / "cache")
+    assert not run.crashed, run.output
+    codes = [verdict.codes for verdict in run.files.values()]
+    assert codes[:3] == [set(), set(), {core.Code.BACKWARD.value}], run.output
+    assert core.Code.MESH.value in codes[3], run.output
+    assert _judge_unchecked(programs[0], mesh, tmp_path / "partial") == []
+    assert _judge_unchecked(programs[1], mesh, tmp_path / "varying") == []
+    assert _judge_unchecked(programs[2], mesh, tmp_path / "replicate_loss")
+
+
+def test_a_move_in_the_wrong_order_is_typed_and_refused_at_run_time(mesh: object, workdir: Path, tmp_path: Path) -> None:
+    """``{(tp, dp): ep}`` of V@(dp, tp): the checker types it V@ep (it cannot know ep's ranks); the runtime
+    refuses it, ep being (dp, tp)'s ranks in another order."""
+    program = _on_ep((V, V), source=WRONG_ORDER, finish="all_gather")
+    run = check_batch([program], workdir / "wrong_order", workdir / "cache")
+    assert not run.crashed and all(v.accepted for v in run.files.values()), run.output
+    [path] = write_batch([program], tmp_path)
+    outcome = run_program(mesh, path, program, random_inputs(program, torch.Generator().manual_seed(1)))
+    assert outcome.error is not None and outcome.error.startswith(f"ValueError: {REFUSED_REGROUPING}"), outcome.error
+
+
+def test_the_sample_holds_mesh_transitions() -> None:
+    """Programs as many as the sample above move values to ep (one in ten or so)."""
+    sample = draw(4 * BATCH, seed_value=0, helpers=True, extended=True)
+    assert sum(MESH_TRANSITION in program.features for program in sample) >= 5

@@ -1,4 +1,6 @@
-"""Point-to-point on 4 real gloo processes (2 dp x 2 tp): ring steps and a 2-stage pipeline.
+"""Point-to-point checks for 4 real gloo processes (2 dp x 2 tp): ring steps and a 2-stage pipeline.
+
+They run in the world of ``test_async_p2p_gloo`` (one spawn for both).
 
 * :func:`spmd_stubs.ring_shift` on 2 ranks (tp) and 4 (dp, tp flattened),
   offsets +1 and -1, synchronous and ``async_op=True``: each rank's result
@@ -20,7 +22,7 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
-from spmd_world import GROUPS, by_name, gloo_tests
+from spmd_world import GROUPS, by_name
 from torch.distributed.device_mesh import DeviceMesh
 
 import spmd_stubs as spmd
@@ -215,5 +217,3 @@ CHECKS = by_name(
     validation_reports_a_receive_of_another_dtype,
     validation_passes_matching_transfers,
 )
-
-gloo_world, test_gloo = gloo_tests(__name__, CHECKS)

@@ -1,4 +1,5 @@
-"""Typed collectives with ``async_op=True`` on 4 real gloo processes (2 dp x 2 tp).
+"""Typed collectives with ``async_op=True``, and point-to-point (:mod:`p2p_checks`), on 4 real gloo
+processes (2 dp x 2 tp), in one world.
 
 Every case of the four collectives (:func:`spmd_cases.cases`: every layout,
 ``op="avg"``, uneven ``split_sizes``) runs through :func:`async_call`, which
@@ -16,6 +17,7 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
+from p2p_checks import CHECKS as P2P_CHECKS
 from row_exchange import SENDS, reference
 from spmd_cases import Case, _as_arg, call, cases, check, uneven_sizes
 from spmd_world import GROUPS, GlooWorld, by_name, gloo_tests
@@ -146,6 +148,6 @@ CHECKS = by_name(
     uneven_all_to_all,
     start_returns_before_the_peer_calls,
     validation_compares_the_calls_before_the_start,
-)
+) | P2P_CHECKS
 
 gloo_world, test_gloo = gloo_tests(__name__, CHECKS)

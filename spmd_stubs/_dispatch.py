@@ -247,8 +247,7 @@ class _Bound:
         return _Bound(_backward_plan(self.plan), self.comm, self.divisor, rows)
 
     def run(self, x: torch.Tensor, straight: bool = True) -> torch.Tensor:
-        """The plan's kernel on ``x`` (not divided), straight to the group where it can be
-        (never where ``straight`` is False: a call left in flight, :mod:`spmd_stubs._overlap`)."""
+        """The plan's kernel on ``x`` (not divided), straight to the group where it can be and ``straight`` says."""
         direct = self.direct
         try:
             if self.rows is not None:
@@ -499,28 +498,9 @@ def typed_exchange(
 ) -> torch.Tensor:
     """An uneven ``all_to_all(x, axis, src=V, dst=V, ...)``: its site (``rows=True``) worked out once, as
     :func:`typed_call`'s, and this call's row counts bound to it (:meth:`_Site.exchange`)."""
-    site = collective_site("all_to_all", axis, src, dst, group=group, rows=True)
-    return site.exchange(x, input_split_sizes, output_split_sizes)
-
-
-def collective_site(
-    op: str,
-    axis: AxisLike,
-    src: SpmdTypeLike,
-    dst: SpmdTypeLike,
-    *,
-    split_sizes: Optional[Sequence[int]] = None,
-    group: Optional[dist.ProcessGroup] = None,
-    average: bool = False,
-    rows: bool = False,
-) -> _Site:
-    """The site of a collective call, worked out once as :func:`typed_call`'s (``rows``: an uneven
-    ``all_to_all``'s, which binds each call's row counts, :meth:`_Site.exchange`)."""
-    sizes = None if split_sizes is None else tuple(split_sizes)
-    args = (op, axis, src, dst, False, sizes, group, average, False)
-    site = _site((*args, True) if rows else args)
+    site = _site(("all_to_all", axis, src, dst, False, None, group, False, False, True))
     assert isinstance(site, _Site), "a collective's site, never a cast's unchanged one"
-    return site
+    return site.exchange(x, input_split_sizes, output_split_sizes)
 
 
 def _site(args: tuple[Any, ...]) -> Site:

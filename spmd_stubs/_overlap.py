@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from spmd_stubs._collective_args import backend_error
 from spmd_stubs._comm import Length, left_in_flight, received
-from spmd_stubs._dispatch import _Bound, _traced, collective_site
+from spmd_stubs._dispatch import _Bound, _Site, _site, _traced
 from spmd_stubs._validation import between_real_ranks
 from spmd_stubs.mesh import AxisLike
 from spmd_stubs.pending import Pending
@@ -58,6 +58,26 @@ def start_exchange(
     """The uneven ``all_to_all(V, V)`` with ``async_op=True``: the synchronous call's checks, then :func:`start`."""
     site = collective_site("all_to_all", axis, src, dst, group=group, rows=True)
     return start(site.rows_bound(x, input_split_sizes, output_split_sizes), x)
+
+
+def collective_site(
+    op: str,
+    axis: AxisLike,
+    src: SpmdTypeLike,
+    dst: SpmdTypeLike,
+    *,
+    split_sizes: Optional[Sequence[int]] = None,
+    group: Optional[dist.ProcessGroup] = None,
+    average: bool = False,
+    rows: bool = False,
+) -> _Site:
+    """The site of a collective call, the one the synchronous call uses (the same cache key; ``rows``:
+    an uneven ``all_to_all``'s, which binds each call's row counts)."""
+    sizes = None if split_sizes is None else tuple(split_sizes)
+    args = (op, axis, src, dst, False, sizes, group, average, False)
+    site = _site((*args, True) if rows else args)
+    assert isinstance(site, _Site), "a collective's site, never a cast's unchanged one"
+    return site
 
 
 def start(bound: _Bound, x: torch.Tensor) -> Pending[torch.Tensor]:

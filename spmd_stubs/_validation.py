@@ -293,7 +293,11 @@ def check_transfers(what: str, axis: str, group: dist.ProcessGroup, ends: list[T
 def _mismatch(what: str, axis: str, group: dist.ProcessGroup, sender: tuple[int, list[int]], receiver: tuple[int, list[int]]) -> str:
     """The message both ends of a mismatched transfer raise: the same text from either end."""
     (source, sent), (target, posted) = sender, receiver
-    rank = lambda index: dist.get_global_rank(group, index)  # noqa: E731 -- the axis index's global rank
+
+    def rank(index: int) -> int:
+        """The global rank of the axis's rank ``index``."""
+        return dist.get_global_rank(group, index)
+
     return (
         f"{what} on axis {axis}: rank {rank(source)} (index {source} on {axis}) sends a tensor of "
         f"{_described(sent)} to rank {rank(target)} (index {target}), which posts a receive of "

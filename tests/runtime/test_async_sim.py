@@ -18,7 +18,6 @@ from spmd_stubs import R, S
 from spmd_stubs.axes import dp, tp
 from spmd_stubs.core import Kind
 
-
 SOME = [next(case for case in CASES if case.op == op and predicate(case)) for op, predicate in (
     ("all_reduce", lambda case: case.avg),
     ("all_gather", lambda case: case.uneven),

@@ -11,7 +11,9 @@ The counts are values, not types: the combine's all_to_all given the dispatch's 
 _AllToAll's backward without its swap, type-checks as the right one does; at run time the exchange finds
 it (rows that do not add up to the sizes sent, and in validation mode, SPMD_VALIDATE=1, sizes received that the
 other ranks did not send).  megatron's _AllToAll itself,
-with its raw all_to_all_single, is groups/row_exchange.py."""
+with its raw all_to_all_single, is groups/row_exchange.py; the combine's all_to_all given the experts' output
+before its reduce-scatter (P@tp rows, counts of no known type) is collectives/row_exchange.py's
+counts_of_unknown_type."""
 
 import torch
 
@@ -152,17 +154,3 @@ class MoEAlltoAllTokenDispatcher:
         return unpermute(
             permutated_local_input_tokens, self.reversed_local_input_permutation_mapping, self.hidden_shape_before_permute
         )
-
-
-def token_combine_before_reduce_scatter(
-    dispatcher: MoEAlltoAllTokenDispatcher, hidden_states: Tensor[P@tp, V@ep]
-) -> Tensor[V@tp, V@ep]:
-    """The combine with the experts' output sent back before combine_preprocess's reduce-scatter over tp: each
-    tp rank's part of a row goes where this rank's counts say, and the parts are never summed."""
-    return all_to_all(dispatcher.ep_group, hidden_states, dispatcher.input_splits.tolist(), dispatcher.output_splits.tolist())  # E: spmd-collective may send other rows from each rank of tp, as the counts have no known type (only counts R or I on tp are the same on each of its ranks): the input is P@tp
-
-
-def token_combine_before_reduce_scatter_fixed(
-    dispatcher: MoEAlltoAllTokenDispatcher, hidden_states: Tensor[P@tp, V@ep]
-) -> Tensor[V@tp, V@ep]:
-    return dispatcher.token_combine(dispatcher.combine_preprocess(hidden_states))

@@ -16,6 +16,7 @@ statements (docs/spec.md#collectives-in-flight):
 
 Branches on one flag are followed together: ``if ctx.sequence_parallel:``
 twice takes the same branch both times (megatron's async linear backward),
+``if ctx.sequence_parallel and wgrad_compute:`` the branch both flags allow,
 and ``assert not ctx.allreduce_dgrad`` removes the paths where it is true.
 A handle stored in an attribute or a container, or passed on, is followed
 no further; strict mode names it (``spmd-async``), never trusts it silently.
@@ -25,6 +26,7 @@ Loops are read as their body once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from mypy.checker import TypeChecker
 from mypy.nodes import (
@@ -40,7 +42,9 @@ from mypy.nodes import (
     IfStmt,
     MemberExpr,
     NameExpr,
+    OpExpr,
     RaiseStmt,
+    RefExpr,
     ReturnStmt,
     Statement,
     TryStmt,
@@ -50,16 +54,27 @@ from mypy.nodes import (
 )
 from mypy.plugin import FunctionContext
 from mypy.server.subexpr import get_subexpressions
+from mypy.types import Type, UnionType, get_proper_type
 
-from spmd_mypy import errorcodes, report
+from spmd_mypy import errorcodes, raw_collectives, report
 from spmd_mypy.build_state import state_of
-from spmd_mypy.call_arguments import arguments, flag
+from spmd_mypy.fullnames import CALLED_VALUE, STARTED
+from spmd_mypy.statements import names_bound_by
+from spmd_mypy.wrappers import marked, starts_async, wrapped_value
 
 
 @dataclass(frozen=True)
 class Problem:
     node: Context
     message: str
+
+
+RACE = "on a GPU it reads or writes before the collective is done, silently"
+SPMD_STUBS = "spmd_stubs."
+"""The typed API: its collectives return a ``Pending``, their inputs not in flight."""
+
+Condition = tuple[tuple[str, bool], ...]
+"""A condition the walk reads: flags (dotted names) each true or false, all of them holding (``a and not b``)."""
 
 
 @dataclass(frozen=True)
@@ -70,11 +85,23 @@ class _Path:
     buffers: frozenset[str] = frozenset()
     in_flight: bool = True
 
-    def assuming(self, flag: str, value: bool) -> _Path | None:
+    def taking(self, condition: Condition | None, value: bool) -> _Path | None:
+        """This path where ``condition`` is ``value``; None where it cannot be (the flags it took say otherwise)."""
+        if condition is None:
+            return self
         known = dict(self.assumed)
-        if flag in known:
-            return self if known[flag] == value else None
-        return replace(self, assumed=(*self.assumed, (flag, value)))
+        if value:
+            if any(known.get(flag, wanted) != wanted for flag, wanted in condition):
+                return None
+            return replace(self, assumed=(*self.assumed, *((f, w) for f, w in condition if f not in known)))
+        if any(flag in known and known[flag] != wanted for flag, wanted in condition):
+            return self  # already false
+        open_ = [(flag, wanted) for flag, wanted in condition if flag not in known]
+        if not open_:
+            return None  # every conjunct holds on this path
+        if len(open_) == 1:
+            return replace(self, assumed=(*self.assumed, (open_[0][0], not open_[0][1])))
+        return self
 
 
 @dataclass
@@ -85,30 +112,64 @@ class _Walk:
     strict: bool
     problems: list[Problem] = field(default_factory=list)
 
-    def report(self, node: Context, what: str, fix: str) -> None:
-        message = (f"{what} while {self.op} (line {self.started.line}) is in flight: on a GPU it reads or "
-                   f"writes before the collective is done, silently. Fix: {fix}")
+    def report(self, node: Context, what: str, fix: str, why: str = RACE) -> None:
+        message = f"{what} while {self.op} (line {self.started.line}) is in flight: {why}. Fix: {fix}"
         if all(p.node is not node or p.message != message for p in self.problems):
             self.problems.append(Problem(node, message))
 
 
-def check_call(ctx: FunctionContext, op: str) -> None:
-    """Report the problems of the hooked call ``op(...)`` where it passes ``async_op=True``."""
-    given = arguments(ctx).get("async_op")
+def started_hook(ctx: FunctionContext) -> Type:
+    """``<started>(call)``: a call passing ``async_op=True`` (:mod:`spmd_mypy.wrappers`), checked in its function,
+    except a call of a collective whose own hook checks it (:func:`checking_async`), in every module."""
+    call, found = wrapped_value(ctx)
+    if isinstance(call, CallExpr) and marked(call, CALLED_VALUE):
+        call = call.args[0]
+    if isinstance(call, CallExpr) and not _checked_by_its_hook(ctx, call):
+        _check_in_function(ctx, call)
+    return found
+
+
+def checking_async(hook: Callable[[FunctionContext], Type]) -> Callable[[FunctionContext], Type]:
+    """A raw collective's ``hook``, after checking the call where it passes ``async_op=True``."""
+
+    def checked(ctx: FunctionContext) -> Type:
+        if isinstance(ctx.context, CallExpr) and starts_async(ctx.context):
+            _check_in_function(ctx, ctx.context)
+        return hook(ctx)
+
+    return checked
+
+
+def _checked_by_its_hook(ctx: FunctionContext, call: CallExpr) -> bool:
+    """Whether mypy calls the raw collective hook for ``call``: a torch collective or a declared name, called
+    through a callee type that is not a union (a union's items have no name to look a hook up by)."""
+    callee = call.callee
+    if not isinstance(callee, RefExpr) or not raw_collectives.hooked(
+            callee.fullname, dict(state_of(ctx.api).settings.collectives)):
+        return False
+    callee_type = ctx.api.lookup_type_or_none(callee) if isinstance(ctx.api, TypeChecker) else None
+    return not isinstance(get_proper_type(callee_type), UnionType)
+
+
+def _check_in_function(ctx: FunctionContext, call: CallExpr) -> None:
     function = ctx.api.scope.current_function() if isinstance(ctx.api, TypeChecker) else None
-    if given is None or flag(given[0], False) is not True or function is None or not isinstance(ctx.context, CallExpr):
-        return
-    for problem in check(function, ctx.context, op, state_of(ctx.api).settings.strict):
-        report.fail(ctx.api, problem.node, problem.message, errorcodes.ASYNC)
+    if function is not None:
+        for problem in check(function, call, state_of(ctx.api).settings.strict):
+            report.fail(ctx.api, problem.node, problem.message, errorcodes.ASYNC)
 
 
-def check(function: FuncItem, call: CallExpr, op: str, strict: bool) -> list[Problem]:
-    """The problems of the ``async_op=True`` collective ``call`` (a raw ``op``) in ``function``'s body."""
+def check(function: FuncItem, call: CallExpr, strict: bool) -> list[Problem]:
+    """The problems of ``call``, passing ``async_op=True``, in ``function``'s body.
+
+    A typed collective's result is a ``Pending`` of its own and no buffer is in flight; a raw one's first
+    argument is."""
     located = _locate(function.body, call, ())
     if located is None:
         return []
     statement, continuation, assumed = located
-    buffers = _buffer(call)
+    op = _name(call.callee)
+    typed = isinstance(call.callee, RefExpr) and call.callee.fullname.startswith(SPMD_STUBS)
+    buffers = frozenset() if typed else _buffer(call)
     if isinstance(statement, ExpressionStmt):
         return [Problem(call, f"the handle of {op}(..., async_op=True) is dropped: nothing waits for the "
                               f"collective. Fix: handle = {op}(...), then handle.wait() before its buffers are "
@@ -129,6 +190,10 @@ def check(function: FuncItem, call: CallExpr, op: str, strict: bool) -> list[Pro
                                                f"{target.name}.wait() on every path before it ends"))
             break
     return walk.problems
+
+
+def _name(callee: Expression) -> str:
+    return callee.name if isinstance(callee, (NameExpr, MemberExpr)) else "the collective"
 
 
 def _buffer(call: CallExpr) -> frozenset[str]:
@@ -152,22 +217,34 @@ def _locate(block: Block, call: CallExpr, assumed: tuple[tuple[str, bool], ...]
 
 
 def _holds(statement: Statement, call: CallExpr) -> bool:
-    if isinstance(statement, AssignmentStmt):
-        return statement.rvalue is call
-    return isinstance(statement, ExpressionStmt) and statement.expr is call
+    """Whether ``statement`` is ``h = call`` or ``call`` alone (either possibly in its ``<started>`` wrapper)."""
+    held = statement.rvalue if isinstance(statement, AssignmentStmt) else \
+        statement.expr if isinstance(statement, ExpressionStmt) else None
+    if isinstance(held, CallExpr) and marked(held, STARTED):
+        held = held.args[0]
+    return held is call
 
 
 def _blocks(statement: Statement) -> list[tuple[Block, tuple[tuple[str, bool], ...]]]:
     if isinstance(statement, IfStmt):
-        flag = _flag(statement.expr[0])
-        taken = [((flag[0], flag[1]),), ((flag[0], not flag[1]),)] if flag else [(), ()]
-        return [(statement.body[0], taken[0]), *([(statement.else_body, taken[1])] if statement.else_body else [])]
+        condition = _condition(statement.expr[0]) or ()
+        otherwise = ((condition[0][0], not condition[0][1]),) if len(condition) == 1 else ()
+        return [(statement.body[0], condition), *([(statement.else_body, otherwise)] if statement.else_body else [])]
     if isinstance(statement, (ForStmt, WhileStmt, WithStmt)):
         return [(statement.body, ())]
     if isinstance(statement, TryStmt):
         return [(statement.body, ()), *((b, ()) for b in statement.handlers),
                 *((b, ()) for b in (statement.else_body, statement.finally_body) if b is not None)]
     return []
+
+
+def _condition(expr: Expression) -> Condition | None:
+    """``a and not ctx.b`` -> its flags; None where a part is not a flag."""
+    if isinstance(expr, OpExpr) and expr.op == "and":
+        left, right = _condition(expr.left), _condition(expr.right)
+        return left + right if left is not None and right is not None else None
+    flag = _flag(expr)
+    return (flag,) if flag is not None else None
 
 
 def _flag(expr: Expression) -> tuple[str, bool] | None:
@@ -196,8 +273,7 @@ def _step(walk: _Walk, statement: Statement, path: _Path) -> list[_Path]:
     if isinstance(statement, IfStmt):
         return _branch(walk, statement, path)
     if isinstance(statement, AssertStmt):
-        flag = _flag(statement.expr)
-        kept = path.assuming(*flag) if flag else path
+        kept = path.taking(_condition(statement.expr), True)
         return [kept] if kept is not None else []
     if isinstance(statement, (ForStmt, WhileStmt, WithStmt, TryStmt)):
         _uses(walk, statement, path, header_only=True)
@@ -207,18 +283,19 @@ def _step(walk: _Walk, statement: Statement, path: _Path) -> list[_Path]:
     if isinstance(statement, RaiseStmt):
         return []
     if isinstance(statement, ReturnStmt):
-        walk.report(statement, "returns", f"{walk.handle}.wait() before the return")
+        walk.report(statement, "returns", f"{walk.handle}.wait() before the return",
+                    "the caller has no handle to wait on, and gets the buffer unfinished")
         return []
     path = _uses(walk, statement, path)
     return [path] if path.in_flight else []
 
 
 def _branch(walk: _Walk, statement: IfStmt, path: _Path) -> list[_Path]:
-    flag = _flag(statement.expr[0])
+    condition = _condition(statement.expr[0])
     _uses(walk, statement, path, header_only=True)  # the condition
     after: list[_Path] = []
     for value, block in ((True, statement.body[0]), (False, statement.else_body)):
-        taken = path.assuming(flag[0], flag[1] == value) if flag else path
+        taken = path.taking(condition, value)
         if taken is None:
             continue
         after += _run(walk, block.body, [taken]) if block is not None else [taken]
@@ -232,34 +309,39 @@ def _waits(statement: Statement, handle: str) -> bool:
 
 
 def _uses(walk: _Walk, statement: Statement, path: _Path, header_only: bool = False) -> _Path:
-    """Report the buffers ``statement`` touches in flight; follow aliases and rebindings."""
+    """Report the first buffer ``statement`` touches in flight; follow aliases and rebindings."""
+    bound: list[str] = []
     if isinstance(statement, IfStmt):
         expressions: list[Expression] = [e for header in statement.expr for e in get_subexpressions(header)]
     elif header_only and isinstance(statement, (ForStmt, WhileStmt)):
         expressions = list(get_subexpressions(statement.expr))
     elif header_only:
         expressions = []
+    elif isinstance(statement, AssignmentStmt):
+        value = statement.rvalue
+        names = [target for target in statement.lvalues if isinstance(target, NameExpr)]
+        if len(names) == len(statement.lvalues) == 1 and isinstance(value, NameExpr) and value.name in path.buffers:
+            return replace(path, buffers=path.buffers | {names[0].name})  # an alias, not a read
+        bound = [name for target in statement.lvalues for name in names_bound_by(target)]
+        written = [e for target in statement.lvalues if not isinstance(target, NameExpr)
+                   for e in get_subexpressions(target)]  # buf[i] = ..., a.b = ...
+        expressions = [*written, *get_subexpressions(value)]
     else:
         expressions = list(get_subexpressions(statement))
-    if isinstance(statement, AssignmentStmt) and len(statement.lvalues) == 1 and isinstance(statement.lvalues[0], NameExpr):
-        target, value = statement.lvalues[0].name, statement.rvalue
-        if isinstance(value, NameExpr) and value.name in path.buffers:
-            return replace(path, buffers=path.buffers | {target})  # an alias, not a read
-        if target == walk.handle:
-            walk.report(statement, f"{walk.handle} is bound again", f"{walk.handle}.wait() first")
-            return replace(path, in_flight=False)
-        path = replace(path, buffers=path.buffers - {target})
-        expressions = list(get_subexpressions(value))
-    for expr in expressions:
-        if isinstance(expr, NameExpr) and expr.name in path.buffers:
-            walk.report(expr, f"{expr.name} is used", f"{walk.handle}.wait() before this line")
+    touched = next((e for e in expressions if isinstance(e, NameExpr) and e.name in path.buffers), None)
+    if touched is not None:
+        walk.report(touched, f"{touched.name} is used", f"{walk.handle}.wait() before this line")
+    if walk.handle in bound:
+        walk.report(statement, f"{walk.handle} is bound again", f"{walk.handle}.wait() first",
+                    "nothing can wait for the first collective any more")
+        return replace(path, in_flight=False)
     if not header_only and not isinstance(statement, IfStmt) and _passes_on(statement, walk.handle):
         if walk.strict:
             walk.problems.append(Problem(statement, f"the handle {walk.handle} is passed on: whether it is waited "
                                                     f"before its buffers are used is not checked. Fix: wait() it "
                                                     f"in this function"))
         return replace(path, in_flight=False)  # followed no further
-    return path
+    return replace(path, buffers=path.buffers - set(bound)) if bound else path
 
 
 def _passes_on(statement: Statement, handle: str) -> bool:

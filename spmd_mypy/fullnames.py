@@ -88,6 +88,7 @@ EMBEDDING: Final = "torch.nn.modules.sparse.Embedding"
 RETURNED: Final = "spmd_mypy.wrappers.returned"
 CALLED_VALUE: Final = "spmd_mypy.wrappers.called_value"
 ASSIGNED: Final = "spmd_mypy.wrappers.assigned"
+STARTED: Final = "spmd_mypy.wrappers.started"
 
 NOT_USER_CODE: Final = ("torch.", "builtins.", "typing.", "spmd_stubs.collectives.", "spmd_stubs.types.", "spmd_types.")
 """Prefixes of callees whose signatures are never polymorphic in SPMD types and never strict boundaries."""

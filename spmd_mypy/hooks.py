@@ -20,6 +20,7 @@ from mypy.semanal import SemanticAnalyzer
 from mypy.types import AnyType, TypeOfAny
 
 from spmd_mypy import (
+    async_flow,
     autograd,
     backward,
     calls,
@@ -87,6 +88,7 @@ from spmd_mypy.fullnames import (
     SPMD_TYPES_NO_TYPECHECK,
     SPMD_TYPES_PACKAGE,
     SPMD_TYPES_REINTERPRET_MESH,
+    STARTED,
     TENSOR,
     TENSOR_CLASSES,
     TO_LOCAL,
@@ -166,8 +168,8 @@ def _polymorphic_signature(fullname: str, settings: Config) -> Hook | None:
 
 
 def _raw_collectives(module: str) -> tuple[str, Make]:
-    return module, members(raw_collectives.UNTYPED, lambda name, settings: raw_collectives.untyped_collective_hook(
-        module + name, settings.groups, settings.strict))
+    return module, members(raw_collectives.UNTYPED, lambda name, settings: async_flow.checking_async(
+        raw_collectives.untyped_collective_hook(module + name, settings.groups, settings.strict)))
 
 
 def _declared_names(fullname: str, settings: Config) -> Hook | None:
@@ -179,8 +181,8 @@ def _declared_names(fullname: str, settings: Config) -> Hook | None:
     collective = dict(settings.collectives).get(fullname)
     if collective is None:
         return None
-    return raw_collectives.untyped_collective_hook(raw_collectives.torch_name(collective), settings.groups,
-                                                   settings.strict)
+    return async_flow.checking_async(raw_collectives.untyped_collective_hook(
+        raw_collectives.torch_name(collective), settings.groups, settings.strict))
 
 
 FUNCTIONS = HookTable(
@@ -193,6 +195,7 @@ FUNCTIONS = HookTable(
         AUTOGRAD_BACKWARD: always(backward.autograd_hook("tensors", "grad_tensors", "torch.autograd.backward()")),
         AUTOGRAD_GRAD: always(backward.autograd_hook("outputs", "grad_outputs", "torch.autograd.grad()")),
         RETURNED: lambda _, settings: function_bodies.returned_hook(settings),
+        STARTED: always(async_flow.started_hook),
         CALLED_VALUE: always(untyped_boundaries.called_value_hook),
         ASSIGNED: always(untyped_boundaries.assigned_hook),
         GROUP_OF: always(groups.group_of_hook),

@@ -18,7 +18,7 @@ from mypy.nodes import MypyFile
 from mypy.plugin import FunctionContext
 from mypy.types import Type
 
-from spmd_mypy import async_flow, errorcodes, report
+from spmd_mypy import errorcodes, report
 from spmd_mypy.call_arguments import arguments
 from spmd_mypy.config import AxisNames
 from spmd_mypy.fullnames import RAW_COLLECTIVE_MODULES
@@ -55,6 +55,13 @@ _SPLIT_SIZES = ("output_split_sizes", "input_split_sizes")
 """``all_to_all_single``'s row counts: given, the call is an uneven exchange (a token dispatch)."""
 
 
+def hooked(fullname: str, declared: dict[str, str]) -> bool:
+    """Whether a call of ``fullname`` reaches :func:`untyped_collective_hook`: one of torch's :data:`UNTYPED`, or a
+    name ``declared`` in the ``collectives`` setting."""
+    module, _, name = fullname.rpartition(".")
+    return fullname in declared or (f"{module}." in RAW_COLLECTIVE_MODULES and name in UNTYPED)
+
+
 def torch_name(public: str) -> str:
     """``torch.distributed.all_reduce`` -> the full name mypy gives it (its defining module's)."""
     return RAW_COLLECTIVE_MODULES[0] + public.rpartition(".")[2]
@@ -77,7 +84,6 @@ def untyped_collective_hook(fullname: str, declared: AxisNames, strict: bool) ->
     typed_op = UNTYPED[name]
 
     def hook(ctx: FunctionContext) -> Type:
-        async_flow.check_call(ctx, name)
         tensor_type = _typed_input(ctx)
         if tensor_type is None:
             return ctx.default_return_type

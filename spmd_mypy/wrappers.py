@@ -15,7 +15,11 @@ expression's own position, whose function hook judges them:
   (it may be ``Any``: an untyped kernel kept in a module), in strict mode;
 * ``x: torch.Tensor = value`` and ``self.h = value`` -> ``... = <assigned>(value)``
   where the target is declared with a plain tensor type, in strict mode
-  (the wrapper's parameter is named after the target, for the message).
+  (the wrapper's parameter is named after the target, for the message);
+* ``dist_all_gather_func(buffer, x, group=g, async_op=True)`` ->
+  ``<started>(...)``: a call that starts a collective in flight, whatever its
+  callee's type (a variable holding one of two torch functions is a union
+  mypy calls no hook for) (:mod:`spmd_mypy.async_flow`).
 
 The wrapper exists only in mypy's tree (never in the source or the cache).
 Its callee is an expression with a type of its own, not a name: when the
@@ -55,7 +59,7 @@ from mypy.traverser import all_return_statements
 from mypy.types import AnyType, CallableType, Type, TypeOfAny, get_proper_type
 
 from spmd_mypy.build_state import state_of
-from spmd_mypy.fullnames import ASSIGNED, CALLED_VALUE, RETURNED
+from spmd_mypy.fullnames import ASSIGNED, CALLED_VALUE, RETURNED, STARTED
 from spmd_mypy.statements import class_of, functions_in, statements_in
 
 
@@ -69,6 +73,8 @@ class Wrapping:
     """Calls of values (unresolved imports, variables, data attributes of ``self``)."""
     assigned_to: Callable[[Type], bool] | None = None
     """Which declared types of an assignment's target have the assigned value wrapped."""
+    async_starts: bool = True
+    """Calls passing ``async_op=True``."""
 
 
 def wrapped(value: Expression, marker: str, analyzer: SemanticAnalyzer | TypeChecker,
@@ -149,6 +155,11 @@ def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wrapping: Wrapping) -> Non
             for returned in own_returns(function):
                 if returned.expr is not None and not marked(returned.expr, RETURNED):
                     returned.expr = wrapped(returned.expr, RETURNED, analyzer)
+    if wrapping.async_starts:
+        for function in functions:
+            for call in get_subexpressions(function):
+                if isinstance(call, CallExpr) and starts_async(call) and not marked(call, STARTED):
+                    _wrap_in_place(call, analyzer, STARTED)
     if wrapping.called_values:
         # innermost functions first: a call belongs to the class of the method it is written in
         scopes = [*((class_of(f), f) for f in reversed(functions)), (None, tree)]
@@ -158,8 +169,9 @@ def _wrap(tree: MypyFile, analyzer: SemanticAnalyzer, wrapping: Wrapping) -> Non
             seen.update(id(call) for call in calls)
             inner = {id(call.args[0]) for call in calls if marked(call, CALLED_VALUE)}
             for call in calls:
-                if id(call) not in inner and not marked(call, CALLED_VALUE) and calls_a_value(call.callee, owner):
-                    _wrap_in_place(call, analyzer)
+                if id(call) not in inner and not marked(call, CALLED_VALUE) and not marked(call, STARTED) \
+                        and calls_a_value(call.callee, owner):
+                    _wrap_in_place(call, analyzer, CALLED_VALUE)
     if wrapping.assigned_to is not None:
         blocks = [(None, Block(tree.defs)), *((class_of(function), function.body) for function in functions)]
         for owner, block in blocks:
@@ -192,10 +204,16 @@ def own_returns(function: FuncDef) -> list[ReturnStmt]:
     return [r for r in all_return_statements(function) if id(r) not in lambdas]
 
 
-def _wrap_in_place(call: CallExpr, analyzer: SemanticAnalyzer) -> None:
-    """Turn ``call`` itself into ``<called_value>(call)`` (its parent keeps pointing at the same node)."""
+def starts_async(call: CallExpr) -> bool:
+    """Whether ``call`` passes ``async_op=True``."""
+    return any(name == "async_op" and isinstance(value, NameExpr) and value.fullname == "builtins.True"
+               for name, value in zip(call.arg_names, call.args))
+
+
+def _wrap_in_place(call: CallExpr, analyzer: SemanticAnalyzer, marker: str) -> None:
+    """Turn ``call`` itself into ``<marker>(call)`` (its parent keeps pointing at the same node)."""
     inner = CallExpr(call.callee, call.args, call.arg_kinds, call.arg_names, call.analyzed)
     inner.set_line(call)
-    outer = wrapped(inner, CALLED_VALUE, analyzer)
+    outer = wrapped(inner, marker, analyzer)
     call.callee, call.args, call.arg_kinds, call.arg_names = outer.callee, outer.args, outer.arg_kinds, outer.arg_names
     call.analyzed = None

@@ -52,7 +52,7 @@ def _project_root() -> Path:
 
 
 def mypy_config(root: Path, skipped_packages: Sequence[str], configurations: str = "", modules: str = "",
-                strict: bool = False) -> str:
+                strict: bool = False, collectives: str = "") -> str:
     """A mypy.ini for checking copied modules under ``root`` with the plugin.
 
     The shipped recommended config (the plugin, torch internals skipped),
@@ -64,7 +64,8 @@ def mypy_config(root: Path, skipped_packages: Sequence[str], configurations: str
     ``[spmd_mypy]`` settings name it, not ``core.transformer.mlp``), the
     packages not chosen for checking skipped, and the ``configurations`` the
     layers' flags are checked in, the ``modules`` whose class is chosen
-    at run time and ``strict`` (``[spmd_mypy]``'s lines, if any).
+    at run time, the library's own names of ``collectives`` and ``strict``
+    (``[spmd_mypy]``'s lines, if any).
     """
     config = configparser.ConfigParser()
     config.read_string(RECOMMENDED_CONFIG.read_text())
@@ -79,7 +80,8 @@ def mypy_config(root: Path, skipped_packages: Sequence[str], configurations: str
     )
     if skipped_packages:
         config["mypy-" + ",".join(f"{name}.*" for name in skipped_packages)] = {"follow_imports": "skip"}
-    settings = {"configurations": configurations, "modules": modules, "strict": "true" if strict else ""}
+    settings = {"configurations": configurations, "modules": modules, "collectives": collectives,
+                "strict": "true" if strict else ""}
     if any(settings.values()):
         config["spmd_mypy"] = {key: value for key, value in settings.items() if value}
     text = io.StringIO()
@@ -120,11 +122,11 @@ _LINE = re.compile(
 
 
 def run_mypy(root: Path, files: Sequence[Path], skipped_packages: Sequence[str], cache_dir: Path,
-             configurations: str = "", modules: str = "", strict: bool = False) -> MypyRun:
+             configurations: str = "", modules: str = "", strict: bool = False, collectives: str = "") -> MypyRun:
     """Run mypy with the plugin over ``files`` (paths under ``root``) and parse what it says; with
-    ``configurations``, ``spmd-check`` in each of them; ``modules`` and ``strict`` as in :func:`mypy_config`."""
+    ``configurations``, ``spmd-check`` in each of them; the rest as in :func:`mypy_config`."""
     config = root / "spmd-mypy.ini"
-    config.write_text(mypy_config(root, skipped_packages, configurations, modules, strict))
+    config.write_text(mypy_config(root, skipped_packages, configurations, modules, strict, collectives))
     runner = "spmd_mypy.configurations.cli" if configurations else "mypy"
     command = [sys.executable, "-m", runner, "--config-file", str(config), "--cache-dir", str(cache_dir),
                "--show-error-codes", "--no-error-summary", "--hide-error-context", "--no-pretty",

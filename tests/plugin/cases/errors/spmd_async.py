@@ -5,7 +5,7 @@ import torch.distributed as dist
 
 def wrong(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
     handle = dist.all_reduce(x, group=group, async_op=True)
-    y = x * 2  # E: spmd-async x is used while all_reduce (line 7) is in flight
+    y = x * 2  # E: spmd-async x is used while all_reduce
     handle.wait()
     return y
 

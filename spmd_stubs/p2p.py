@@ -171,7 +171,7 @@ def ring_shift(
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class P2POp:
     """One send or receive of :func:`batch_isend_irecv`: make it with :meth:`send` or :meth:`recv`.
 

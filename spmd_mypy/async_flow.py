@@ -46,6 +46,7 @@ from mypy.nodes import (
     RaiseStmt,
     RefExpr,
     ReturnStmt,
+    RevealExpr,
     Statement,
     TryStmt,
     UnaryExpr,
@@ -315,8 +316,9 @@ def _uses(walk: _Walk, statement: Statement, path: _Path, header_only: bool = Fa
         expressions: list[Expression] = [e for header in statement.expr for e in get_subexpressions(header)]
     elif header_only and isinstance(statement, (ForStmt, WhileStmt)):
         expressions = list(get_subexpressions(statement.expr))
-    elif header_only:
-        expressions = []
+    elif header_only or (isinstance(statement, ExpressionStmt) and isinstance(statement.expr, CallExpr)
+                         and isinstance(statement.expr.analyzed, RevealExpr)):
+        expressions = []  # reveal_type() is the checker's, not a read at run time
     elif isinstance(statement, AssignmentStmt):
         value = statement.rvalue
         names = [target for target in statement.lvalues if isinstance(target, NameExpr)]

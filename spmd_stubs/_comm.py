@@ -81,7 +81,7 @@ _in_flight = False
 def left_in_flight() -> Iterator[None]:
     """Inside, the primitives below take the functional collectives and do not wait for them.
 
-    Each eager functional collective is started by torch with ``async_op=True``
+    Each eager functional collective is started by torch asynchronously
     and returns an ``AsyncCollectiveTensor``: views of it stay in flight, and
     the first step that reads its data waits.  So a kernel run inside returns
     at once where its result is the collective's buffer or a view of it (the

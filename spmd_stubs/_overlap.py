@@ -3,7 +3,7 @@
 The call's site, checks and kernel are the synchronous call's
 (:mod:`spmd_stubs._dispatch`); only the waiting moves.  The kernel runs
 :func:`spmd_stubs._comm.left_in_flight`, so its collective is started by
-torch with ``async_op=True`` and nothing waits for it; :class:`Pending`'s
+torch asynchronously and nothing waits for it; :class:`Pending`'s
 ``wait()`` blocks on it, then records the same autograd node the
 synchronous call records (:class:`_Arrived`), whose backward is the same
 ``backward_of`` plan, run synchronously when the gradient arrives.

@@ -32,6 +32,7 @@ FROM_LOCAL: Final = "spmd_stubs.dtensor.from_local"
 GLOBAL_SPMD: Final = "spmd_stubs.regions.global_spmd"
 LOCAL_MAP: Final = "spmd_stubs.regions.local_map"
 REINTERPRET_MESH: Final = "spmd_stubs.mesh_transitions.reinterpret_mesh"
+RING_SHIFT: Final = "spmd_stubs.p2p.ring_shift"
 
 # --- spmd_types, the runtime checker (its own spelling of the vocabulary) ---
 SPMD_TYPES_PACKAGE: Final = "spmd_types."

@@ -20,6 +20,8 @@ module                   what
 :mod:`.partition_specs`  partition specs and the moves between them
 :mod:`.planner`          redistribute between partition specs
 :mod:`.megatron_table`   Megatron's mapping helpers as typed operations
+:mod:`.mesh_transitions` moving a value to another mesh over the same ranks
+:mod:`.point_to_point`   the type of a ring step
 =======================  ===================================================
 
 The names below are the algebra's surface: ``from spmd_stubs import core``

@@ -17,6 +17,7 @@ from spmd_mypy.migrate import migrate_source
 from spmd_mypy.migrate.overlay import apply_overlay, load_overlays, shipped_overlays
 from spmd_mypy.migrate.thirdparty import RECOMMENDED_CONFIG, copy_installed, mypy_config, run_mypy
 from tests.third_party.checked_copy import spmd_findings
+from tests.third_party.test_moe_overlay import MODULES as MOE_MODULES
 from tests.third_party.test_transformer import MODULES as TRANSFORMER_MODULES
 
 OVERLAYS = list(shipped_overlays().values())
@@ -67,9 +68,10 @@ def checked(tmp_path_factory):
 
 
 def test_every_overlaid_module_is_covered(checked):
-    """Each module the shipped overlays type is checked here or, for the transformer's, in test_transformer.py."""
+    """Each module the shipped overlays type is checked here or, for the transformer's and the mixture of
+    experts', in test_transformer.py and test_moe_overlay.py."""
     overlaid = set(load_overlays(OVERLAYS))
-    assert set(checked[1].values()) <= overlaid <= set(checked[1].values()) | set(TRANSFORMER_MODULES)
+    assert set(checked[1].values()) <= overlaid <= set(checked[1].values()) | set(TRANSFORMER_MODULES) | set(MOE_MODULES)
 
 
 def test_the_checker_runs_without_crashing(checked):

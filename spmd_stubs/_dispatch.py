@@ -12,9 +12,8 @@ and each call binds its own (:meth:`_Site.exchange`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, TypeVar, cast
+from typing import Any, Callable, Optional, Sequence, cast
 
 import torch
 import torch.autograd.forward_ad as forward_ad
@@ -42,44 +41,12 @@ from spmd_stubs._comm import (
     straight_to_group,
 )
 from spmd_stubs._kernels import IN_PLACE_KERNELS, KERNELS, Comm, Kernel, direct_run, partial_share
+from spmd_stubs._tracing import memoized, traced
 from spmd_stubs._validation import between_real_ranks, check_agreement
 from spmd_stubs.core import AxisType, Kind, Step
 from spmd_stubs.core.comms import check_row_exchange
 from spmd_stubs.mesh import AxisLike, axes_label, binding_cache, group_and_size
 from spmd_stubs.types import SpmdTypeLike, to_axis_type
-
-_T = TypeVar("_T")
-
-_traced = torch.compiler.is_dynamo_compiling
-"""Whether dynamo is tracing the caller: it folds this to a constant.
-
-Dynamo is the tracer that reads this module's Python as code, guarding on
-what it reads from a dict and unable to keep what the code builds.  The
-others (non-strict export) run it as Python under a dispatch mode, where
-caches are safe and :func:`spmd_stubs._comm.straight_to_group` declines, so
-the kernels take the functional collectives.  One Python call, where
-``torch.compiler.is_compiling()`` makes two.
-"""
-
-
-# --------------------------------------------------------------------------
-# The one generic mechanism
-# --------------------------------------------------------------------------
-
-
-def _memoized(fn: Callable[..., _T]) -> Callable[..., _T]:
-    """``fn`` cached for eager calls, traced as is under ``torch.compile``.
-
-    For pure functions of hashable arguments.  Under compile the cost is paid
-    once per trace anyway, and dynamo traces through a cache only with a warning.
-    """
-    cached = functools.lru_cache(maxsize=4096)(fn)
-
-    @functools.wraps(fn)
-    def call(*args: Any) -> _T:
-        return fn(*args) if _traced() else cached(*args)
-
-    return call
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +74,7 @@ class _Plan:
     extremum (:func:`spmd_stubs._kernels.partial_share`)."""
 
 
-@_memoized
+@memoized
 def _plan(step: Step) -> _Plan:
     step = _canonical(step)
     share = step.src.reduce if step.src.extremum else None
@@ -119,13 +86,13 @@ def _plan(step: Step) -> _Plan:
     return _Plan(step, kernel, backward, passthrough, kernel is KERNELS["identity"], share)
 
 
-@_memoized
+@memoized
 def _in_place(plan: _Plan) -> _Plan:
     """``plan`` with its kernel's in-place form (``all_reduce_``)."""
     return dataclasses.replace(plan, kernel=IN_PLACE_KERNELS[core.row_of(plan.step).kernel])
 
 
-@_memoized
+@memoized
 def _backward_plan(plan: _Plan) -> _Plan:
     """``plan``'s backward plan, looked up by the plan's identity (no hash of its step)."""
     return _plan(plan.backward)
@@ -142,7 +109,7 @@ def _canonical(step: Step) -> Step:
     return step
 
 
-@_memoized
+@memoized
 def _validated(op: str, src: AxisType, dst: AxisType, label: str, expert_mode: bool) -> Optional[_Plan]:
     """``op(src, dst)``'s plan on axis ``label`` (None: nothing to do), or the algebra's error.
 
@@ -221,7 +188,7 @@ class _Bound:
 
     def __init__(self, plan: _Plan, comm: Comm, divisor: int, rows: Optional[Rows] = None) -> None:
         self.plan, self.comm, self.divisor, self.rows = plan, comm, divisor, rows
-        bound = rows is None and not _traced()
+        bound = rows is None and not traced()
         self.direct = direct_run(plan.kernel, comm, plan.step.src, plan.step.dst) if bound else None
         self._backward: Optional[_Bound] = None
 
@@ -234,7 +201,7 @@ class _Bound:
         included), whose traced code must neither mutate it nor take the
         kept one's direct path.
         """
-        if _traced():
+        if traced():
             return self._backward_bound()
         back = self._backward
         if back is None:
@@ -304,7 +271,7 @@ class _Site(_Bound):
         # all_reduce's op= as written, which validation mode compares: a pending avg is in the plan's src.
         self.reduction = reduction
         # Chosen once: a site made under torch.compile is traced and read afresh.
-        self.registered = never_registered if _traced() else registered
+        self.registered = never_registered if traced() else registered
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """The call on ``x``."""
@@ -476,7 +443,7 @@ def typed_call(
     sizes = None if split_sizes is None else tuple(split_sizes)
     args = (op, axis, src, dst, expert_mode, sizes, group, average, in_place)
     # The lookup of _site, written out: the call it saves is a tenth of a microsecond on every collective.
-    if _traced():
+    if traced():
         return _site_of(*args)(x)
     try:
         site = _sites[args]
@@ -505,7 +472,7 @@ def typed_exchange(
 
 def _site(args: tuple[Any, ...]) -> Site:
     """The site of a call's arguments but the tensor: cached for eager calls."""
-    if _traced():
+    if traced():
         return _site_of(*args)
     try:
         return _sites[args]

@@ -20,7 +20,8 @@ import torch.distributed as dist
 
 from spmd_stubs._collective_args import backend_error
 from spmd_stubs._comm import Length, left_in_flight, received
-from spmd_stubs._dispatch import _Bound, _Site, _site, _traced
+from spmd_stubs._dispatch import _Bound, _Site, _site
+from spmd_stubs._tracing import traced
 from spmd_stubs._validation import between_real_ranks
 from spmd_stubs.mesh import AxisLike
 from spmd_stubs.pending import Pending
@@ -89,7 +90,7 @@ def start(bound: _Bound, x: torch.Tensor) -> Pending[torch.Tensor]:
     calls inside a forward-mode level (whose tangent needs the communication
     too) complete at once: their Pending is done when returned.
     """
-    if _traced() or forward_ad._current_level >= 0 or not between_real_ranks(x):
+    if traced() or forward_ad._current_level >= 0 or not between_real_ranks(x):
         return Pending.done(bound.apply(x))
     recording = x.requires_grad and torch.is_grad_enabled()
     with left_in_flight(), torch.no_grad():

@@ -19,12 +19,14 @@ gather_from_sequence_parallel_region (output grad False)      all_gather(x, tp, 
 reduce_scatter_to_sequence_parallel_region                     reduce_scatter(x, tp, src=P, dst=S(0))
 all_gather_last_dim_from_tensor_parallel_region                all_gather(x, tp, src=S(-1), dst=R)
 reduce_scatter_last_dim_to_tensor_parallel_region              reduce_scatter(x, tp, src=P, dst=S(-1))
-all_to_all                                                     all_to_all(x, ep, src=V, dst=V[, split sizes])
+all_to_all                                                     all_to_all(x, ep, src=V, dst=V)
 =============================================================  ==========================================
 
 Megatron's ``all_to_all`` splits dim 0 into one chunk per rank and
 concatenates what it receives on dim 0: at runtime that is
-``all_to_all(S(0), S(0))``, which local SPMD types as V -> V.
+``all_to_all(S(0), S(0))``, which local SPMD types as V -> V.  Given both
+split sizes it is the uneven exchange, ``all_to_all(x, ep, src=V, dst=V,
+input_split_sizes=..., output_split_sizes=...)``.
 """
 
 from typing import Literal, Optional, Sequence, overload

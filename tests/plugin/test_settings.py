@@ -77,7 +77,10 @@ def default_errors(tmp_path_factory: pytest.TempPathFactory, kept_dir: Callable[
 
 
 def test_the_default_run_reports_the_gallery(default_errors: list[str]) -> None:
-    assert len(default_errors) == 11 and all("[spmd-" in line for line in default_errors), default_errors
+    """One spmd error per bug of the gallery, none in its fixed twins or the GPT."""
+    bugs = sorted((ROOT / "examples" / "bugs").glob("*_bug.py"))
+    assert len(default_errors) == len(bugs) and all("[spmd-" in line for line in default_errors), default_errors
+    assert sorted(line.split(":")[0] for line in default_errors) == [str(bug.relative_to(ROOT)) for bug in bugs]
 
 
 @pytest.mark.parametrize("setting", SETTINGS)

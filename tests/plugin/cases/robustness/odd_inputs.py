@@ -31,9 +31,9 @@ def generic(x: T) -> T:
 
 def calls(x: Tensor[P@tp], args: Any, kwargs: Any, t: torch.Tensor) -> None:
     reveal_type(generic(x))  # N: Tensor[P@tp]
-    all_reduce(*args)  # E: call-arg
+    all_reduce(*args)  # E: call-overload
     all_reduce(x, **kwargs)
-    all_reduce(x, tp, dst=S)  # E: spmd-annotation S needs the sharded tensor dim # E: arg-type
+    all_reduce(x, tp, dst=S)  # E: call-overload
     all_gather(x, tp, src=S(0, 1), dst=R)  # E: spmd-annotation # E: call-arg
     assert_type(x)
     assert_type(x, R)  # E: spmd-annotation

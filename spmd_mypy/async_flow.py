@@ -59,7 +59,7 @@ from mypy.types import Type, UnionType, get_proper_type
 
 from spmd_mypy import errorcodes, raw_collectives, report
 from spmd_mypy.build_state import state_of
-from spmd_mypy.fullnames import CALLED_VALUE, STARTED
+from spmd_mypy.fullnames import CALLED_VALUE, STARTED, TORCH_TRANSFERS
 from spmd_mypy.statements import names_bound_by
 from spmd_mypy.wrappers import marked, starts_async, wrapped_value
 
@@ -72,6 +72,8 @@ class Problem:
 
 RACE = "on a GPU it reads or writes before the collective is done, silently"
 SPMD_STUBS = "spmd_stubs."
+READ_WHILE_IN_FLIGHT = frozenset({"isend", "batch_isend_irecv"})
+"""A send's tensor may be read while in flight; ``batch_isend_irecv``'s buffers are its ops', built before."""
 """The typed API: its collectives return a ``Pending``, their inputs not in flight."""
 
 Condition = tuple[tuple[str, bool], ...]
@@ -141,10 +143,20 @@ def checking_async(hook: Callable[[FunctionContext], Type]) -> Callable[[Functio
     return checked
 
 
+def transfer_hook(ctx: FunctionContext) -> Type:
+    """torch's ``isend``/``irecv``/``batch_isend_irecv``, checked in every module."""
+    if isinstance(ctx.context, CallExpr):
+        _check_in_function(ctx, ctx.context)
+    return ctx.default_return_type
+
+
 def _checked_by_its_hook(ctx: FunctionContext, call: CallExpr) -> bool:
-    """Whether mypy calls the raw collective hook for ``call``: a torch collective or a declared name, called
-    through a callee type that is not a union (a union's items have no name to look a hook up by)."""
+    """Whether mypy calls a hook of its own for ``call``: torch's transfers (:func:`transfer_hook`), or the
+    raw collective hook for a torch collective or a declared name called through a callee type that is not a
+    union (a union's items have no name to look a hook up by)."""
     callee = call.callee
+    if isinstance(callee, RefExpr) and callee.fullname in TORCH_TRANSFERS:
+        return True
     if not isinstance(callee, RefExpr) or not raw_collectives.hooked(
             callee.fullname, dict(state_of(ctx.api).settings.collectives)):
         return False
@@ -170,14 +182,15 @@ def check(function: FuncItem, call: CallExpr, strict: bool) -> list[Problem]:
     statement, continuation, assumed = located
     op = _name(call.callee)
     typed = isinstance(call.callee, RefExpr) and call.callee.fullname.startswith(SPMD_STUBS)
-    buffers = frozenset() if typed else _buffer(call)
+    buffers = frozenset() if typed or op in READ_WHILE_IN_FLIGHT else _buffer(call)
+    started = f"{op}(..., async_op=True)" if "async_op" in call.arg_names else f"{op}(...)"
     if isinstance(statement, ExpressionStmt):
-        return [Problem(call, f"the handle of {op}(..., async_op=True) is dropped: nothing waits for the "
+        return [Problem(call, f"the handle of {started} is dropped: nothing waits for the "
                               f"collective. Fix: handle = {op}(...), then handle.wait() before its buffers are "
                               f"used")]
     target = statement.lvalues[0] if isinstance(statement, AssignmentStmt) and len(statement.lvalues) == 1 else None
     if not isinstance(target, NameExpr):
-        return [Problem(call, f"the handle of {op}(..., async_op=True) is stored where the checker does not "
+        return [Problem(call, f"the handle of {started} is stored where the checker does not "
                               f"follow it: whether it is waited before its buffers are used is not checked. "
                               f"Fix: bind it to a local name and wait() it in this function")] if strict else []
     walk = _Walk(call, op, target.name, strict)
@@ -186,7 +199,7 @@ def check(function: FuncItem, call: CallExpr, strict: bool) -> list[Problem]:
         paths = _run(walk, block, paths)
     for path in paths:
         if path.in_flight:
-            walk.problems.append(Problem(call, f"{op}(..., async_op=True) is never waited on a path through "
+            walk.problems.append(Problem(call, f"{started} is never waited on a path through "
                                                f"this function ({_shown(path)}): the collective leaks. Fix: "
                                                f"{target.name}.wait() on every path before it ends"))
             break
@@ -276,6 +289,8 @@ def _step(walk: _Walk, statement: Statement, path: _Path) -> list[_Path]:
     if isinstance(statement, AssertStmt):
         kept = path.taking(_condition(statement.expr), True)
         return [kept] if kept is not None else []
+    if _waits_for_each(statement, walk.handle):
+        return [replace(path, in_flight=False)]
     if isinstance(statement, (ForStmt, WhileStmt, WithStmt, TryStmt)):
         _uses(walk, statement, path, header_only=True)
         return _run(walk, [s for block, _ in _blocks(statement) for s in block.body], [path])
@@ -307,6 +322,13 @@ def _waits(statement: Statement, handle: str) -> bool:
     return any(isinstance(e, CallExpr) and isinstance(e.callee, MemberExpr) and e.callee.name == "wait"
                and isinstance(e.callee.expr, NameExpr) and e.callee.expr.name == handle
                for e in get_subexpressions(statement))
+
+
+def _waits_for_each(statement: Statement, handles: str) -> bool:
+    """``for h in handles: h.wait()``: a list of handles (``batch_isend_irecv``'s) waited one by one."""
+    return isinstance(statement, ForStmt) and isinstance(statement.expr, NameExpr) and \
+        statement.expr.name == handles and isinstance(statement.index, NameExpr) and \
+        any(_waits(inner, statement.index.name) for inner in statement.body.body)
 
 
 def _uses(walk: _Walk, statement: Statement, path: _Path, header_only: bool = False) -> _Path:

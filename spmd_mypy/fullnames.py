@@ -91,5 +91,11 @@ CALLED_VALUE: Final = "spmd_mypy.wrappers.called_value"
 ASSIGNED: Final = "spmd_mypy.wrappers.assigned"
 STARTED: Final = "spmd_mypy.wrappers.started"
 
+TORCH_TRANSFERS: Final = frozenset(f"torch.distributed.distributed_c10d.{name}"
+                                   for name in ("isend", "irecv", "batch_isend_irecv"))
+"""torch's calls that start a transfer in flight whatever their arguments."""
+POINT_TO_POINT_STARTS: Final = TORCH_TRANSFERS | {f"spmd_stubs.p2p.{name}" for name in ("isend", "irecv", "batch_isend_irecv")}
+"""Those and the typed ones."""
+
 NOT_USER_CODE: Final = ("torch.", "builtins.", "typing.", "spmd_stubs.collectives.", "spmd_stubs.types.", "spmd_types.")
 """Prefixes of callees whose signatures are never polymorphic in SPMD types and never strict boundaries."""

@@ -94,6 +94,7 @@ from spmd_mypy.fullnames import (
     TENSOR,
     TENSOR_CLASSES,
     TO_LOCAL,
+    TORCH_TRANSFERS,
 )
 from spmd_mypy.global_mode import boundaries, refine
 from spmd_mypy.group_types import add_axis_parameter, analyze_group
@@ -198,6 +199,7 @@ FUNCTIONS = HookTable(
         AUTOGRAD_GRAD: always(backward.autograd_hook("outputs", "grad_outputs", "torch.autograd.grad()")),
         RETURNED: lambda _, settings: function_bodies.returned_hook(settings),
         STARTED: always(async_flow.started_hook),
+        **{name: always(async_flow.transfer_hook) for name in TORCH_TRANSFERS},
         CALLED_VALUE: always(untyped_boundaries.called_value_hook),
         ASSIGNED: always(untyped_boundaries.assigned_hook),
         GROUP_OF: always(groups.group_of_hook),

@@ -16,8 +16,8 @@ expression's own position, whose function hook judges them:
 * ``x: torch.Tensor = value`` and ``self.h = value`` -> ``... = <assigned>(value)``
   where the target is declared with a plain tensor type, in strict mode
   (the wrapper's parameter is named after the target, for the message);
-* ``dist_all_gather_func(buffer, x, group=g, async_op=True)`` ->
-  ``<started>(...)``: a call that starts a collective in flight, whatever its
+* ``dist_all_gather_func(buffer, x, group=g, async_op=True)``, ``dist.irecv(buffer, src)`` ->
+  ``<started>(...)``: a call that starts a collective or a transfer in flight, whatever its
   callee's type (a variable holding one of two torch functions is a union
   mypy calls no hook for) (:mod:`spmd_mypy.async_flow`).
 
@@ -46,6 +46,7 @@ from mypy.nodes import (
     MemberExpr,
     MypyFile,
     NameExpr,
+    RefExpr,
     ReturnStmt,
     TempNode,
     TypeInfo,
@@ -59,7 +60,7 @@ from mypy.traverser import all_return_statements
 from mypy.types import AnyType, CallableType, Type, TypeOfAny, get_proper_type
 
 from spmd_mypy.build_state import state_of
-from spmd_mypy.fullnames import ASSIGNED, CALLED_VALUE, RETURNED, STARTED
+from spmd_mypy.fullnames import ASSIGNED, CALLED_VALUE, POINT_TO_POINT_STARTS, RETURNED, STARTED
 from spmd_mypy.statements import class_of, functions_in, statements_in
 
 
@@ -205,7 +206,9 @@ def own_returns(function: FuncDef) -> list[ReturnStmt]:
 
 
 def starts_async(call: CallExpr) -> bool:
-    """Whether ``call`` passes ``async_op=True``."""
+    """Whether ``call`` passes ``async_op=True``, or is an ``isend``/``irecv``/``batch_isend_irecv``."""
+    if isinstance(call.callee, RefExpr) and call.callee.fullname in POINT_TO_POINT_STARTS:
+        return True
     return any(name == "async_op" and isinstance(value, NameExpr) and value.fullname == "builtins.True"
                for name, value in zip(call.arg_names, call.args))
 

@@ -18,8 +18,10 @@ Branches on one flag are followed together: ``if ctx.sequence_parallel:``
 twice takes the same branch both times (megatron's async linear backward),
 ``if ctx.sequence_parallel and wgrad_compute:`` the branch both flags allow,
 and ``assert not ctx.allreduce_dgrad`` removes the paths where it is true.
-A handle stored in an attribute or a container, or passed on, is followed
-no further; strict mode names it (``spmd-async``), never trusts it silently.
+A handle stored in an attribute or a container, passed on, or returned (the
+caller's to wait, with its buffers: megatron's ``_batched_p2p_ops``) is
+followed no further; strict mode names it (``spmd-async``), never trusts it
+silently.
 Loops are read as their body once.
 """
 
@@ -114,6 +116,13 @@ class _Walk:
     handle: str
     strict: bool
     problems: list[Problem] = field(default_factory=list)
+
+    def passed_on(self, statement: Statement) -> None:
+        """The handle leaves this function's view at ``statement``: named in strict mode only."""
+        if self.strict:
+            self.problems.append(Problem(statement, f"the handle {self.handle} is passed on: whether it is waited "
+                                                    f"before its buffers are used is not checked. Fix: wait() it "
+                                                    f"in this function"))
 
     def report(self, node: Context, what: str, fix: str, why: str = RACE) -> None:
         message = f"{what} while {self.op} (line {self.started.line}) is in flight: {why}. Fix: {fix}"
@@ -298,6 +307,9 @@ def _step(walk: _Walk, statement: Statement, path: _Path) -> list[_Path]:
         return [replace(path, in_flight=False)]
     if isinstance(statement, RaiseStmt):
         return []
+    if isinstance(statement, ReturnStmt) and _passes_on(statement, walk.handle):
+        walk.passed_on(statement)
+        return []
     if isinstance(statement, ReturnStmt):
         walk.report(statement, "returns", f"{walk.handle}.wait() before the return",
                     "the caller has no handle to wait on, and gets the buffer unfinished")
@@ -360,10 +372,7 @@ def _uses(walk: _Walk, statement: Statement, path: _Path, header_only: bool = Fa
                     "nothing can wait for the first collective any more")
         return replace(path, in_flight=False)
     if not header_only and not isinstance(statement, IfStmt) and _passes_on(statement, walk.handle):
-        if walk.strict:
-            walk.problems.append(Problem(statement, f"the handle {walk.handle} is passed on: whether it is waited "
-                                                    f"before its buffers are used is not checked. Fix: wait() it "
-                                                    f"in this function"))
+        walk.passed_on(statement)
         return replace(path, in_flight=False)  # followed no further
     return replace(path, buffers=path.buffers - set(bound)) if bound else path
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from mypy.checker import TypeChecker
-from mypy.nodes import FuncDef, FuncItem, NameExpr
+from mypy.nodes import Context, Expression, FuncDef, FuncItem, NameExpr, TupleExpr
 from mypy.plugin import FunctionContext
 from mypy.types import CallableType, TupleType, Type, get_proper_type
 
@@ -54,7 +54,7 @@ from spmd_mypy.representation import (
 )
 from spmd_mypy.statements import class_of
 from spmd_mypy.transitions import Request, apply
-from spmd_mypy.trivial_axes import may_test_size, trivial_axes_at
+from spmd_mypy.trivial_axes import TrivialAxes, may_test_size, trivial_axes
 from spmd_mypy.wrappers import wrapped_value
 from spmd_stubs import core
 from spmd_stubs.core import AxisType, Invariant, Partial, Replicate, Shard, SpmdTypeError, Varying
@@ -173,16 +173,16 @@ def returned_hook(settings: Config) -> Callable[[FunctionContext], Type]:
     """Hook for ``<returned>(value)``: a Function body's value as declared where a reinterpretation relates
     each of its tensors to the declared one, else as it is (so mypy's return error shows the value's own
     types); elsewhere, in strict mode, a typed value returned where the declared return forgets it.  In a
-    branch where an axis has one rank (:mod:`spmd_mypy.trivial_axes`), the value takes the declared type on
-    that axis first."""
+    branch where an axis has one rank, or where it skipped a branch that runs only where an axis has more
+    (:mod:`spmd_mypy.trivial_axes`), the value takes the declared type on that axis first."""
 
     def hook(ctx: FunctionContext) -> Type:
         value, found = wrapped_value(ctx)
         function = current_function(ctx.api)
         declared = function.type.ret_type if function is not None and isinstance(function.type, CallableType) else None
         if declared is not None and function is not None:
-            axes = trivial_axes_at(ctx.context, function, ctx.api, settings)  # type: ignore[arg-type]
-            found = _on_trivial_axes(ctx.api, found, declared, axes) if axes else found
+            trivial = trivial_axes(ctx.context, value, function, ctx.api, settings)  # type: ignore[arg-type]
+            found = _on_trivial_axes(ctx.api, found, declared, value, trivial) if trivial else found
         method = implementation(ctx.api)
         if method is not None and declared is not None:
             read = _as_declared(found, declared)
@@ -194,13 +194,17 @@ def returned_hook(settings: Config) -> Callable[[FunctionContext], Type]:
     return hook
 
 
-def _on_trivial_axes(api: object, found: Type, declared: Type, axes: set[str]) -> Type:
-    """``found`` with each tensor's type on ``axes`` the declared one's (a tuple item by item)."""
+def _on_trivial_axes(api: object, found: Type, declared: Type, value: Context | None, trivial: TrivialAxes) -> Type:
+    """``found``, the type of ``value``, with each tensor's type on its trivial axes the declared one's (a tuple
+    item by item)."""
     found_proper, declared_proper = get_proper_type(found), get_proper_type(declared)
     if isinstance(found_proper, TupleType) and isinstance(declared_proper, TupleType):
-        if len(found_proper.items) != len(declared_proper.items):
+        count = len(found_proper.items)
+        if count != len(declared_proper.items):
             return found
-        items = [_on_trivial_axes(api, f, d, axes) for f, d in zip(found_proper.items, declared_proper.items)]
+        values = value.items if isinstance(value, TupleExpr) and len(value.items) == count else [None] * count
+        items = [_on_trivial_axes(api, f, d, v, trivial)
+                 for f, d, v in zip(found_proper.items, declared_proper.items, values)]
         return found_proper.copy_modified(items=items)
     wanted = next((t for t in (spmd_of(member) for member in members(declared)) if t is not None), None)
     if wanted is None:
@@ -208,7 +212,9 @@ def _on_trivial_axes(api: object, found: Type, declared: Type, axes: set[str]) -
     read = []
     for member in members(found):
         tensor_type, tensor = spmd_of(member), tensor_instance(member)
-        if tensor_type is None or tensor is None:
+        item = value if isinstance(value, Expression) else None
+        axes = trivial.of(item, tensor_type) if tensor_type is not None else set()
+        if tensor_type is None or tensor is None or not axes:
             read.append(member)
             continue
         kept = [(axis, t) for axis, t in tensor_type.axes if axis not in axes]

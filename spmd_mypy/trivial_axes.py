@@ -20,31 +20,74 @@ a name or attribute named for the size of an axis the function's signature
 mentions (``tp_world_size``, ``tp_size``: an underscore-separated part is
 the axis, another is ``size``), or a local variable assigned one of these.  Only returns are judged so:
 other statements in the branch are checked as everywhere.
+
+The same holds where a value returned skipped a branch that runs only where an
+axis has more ranks (``if SIZE > 1: x = gather(x)`` and later ``return x``):
+the path that skipped it ran on one rank, and the value it brings may take the
+declared type there, while the value the branch bound is checked as it is.
+mypy's type at the ``return`` is the union of both (``V@tp | R@tp``), so the
+rule names the members that cannot have come through the branch.  For a name
+``x`` returned (alone or as an item of a returned tuple), in the block of the
+``return``, after an ``if`` of that block whose *more-ranks branch* (the body
+of the first test ``SIZE != 1`` / ``SIZE > 1`` / ``SIZE >= 2``, or the
+``else`` of a lone ``SIZE == 1`` test) binds ``x`` by an assignment of its own
+block (so every pass through the branch rebinds it):
+
+* every binding of ``x`` in such branches is an assignment whose value has a
+  type on the axis in each member; their types there are the branch's types;
+* every other binding of ``x`` from the first such ``if`` to the ``return``
+  is an assignment whose value has no type on the axis (the checker knows
+  nothing of it there), or ``x`` read through methods (``x.view(...)
+  .transpose(0, 1)``) whose result has the same types on the axis as the
+  ``x`` read, none of them a shard: a method computes on each rank alone,
+  so it never makes a value more alike across ranks, and with no shard dims
+  to swap, the same types mean each value kept its own;
+
+then a member of ``x``'s type at the ``return`` whose type on the axis is none
+of the branch's types did not come through a branch, so it skipped them all,
+on one rank, and takes the declared type on that axis.  A member of one of the
+branch's types is checked as it is: a branch that binds the wrong type is
+still reported.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Iterator, Mapping
 
 from mypy.checker import TypeChecker
 from mypy.nodes import (
+    AssignmentStmt,
     Block,
     CallExpr,
     ComparisonExpr,
+    DelStmt,
     Expression,
+    ForStmt,
     FuncItem,
     IfStmt,
     IntExpr,
+    ListExpr,
+    MatchStmt,
     MemberExpr,
     NameExpr,
+    OperatorAssignmentStmt,
     OpExpr,
     ReturnStmt,
+    Statement,
+    TryStmt,
+    TupleExpr,
+    WithStmt,
 )
 from mypy.server.subexpr import get_subexpressions
+from mypy.types import AnyType, TupleType, Type, get_proper_type
 
 from spmd_mypy.config import AxisNames, Config
 from spmd_mypy.groups import axis_of_group, followed, function_name, named_for
-from spmd_mypy.statements import statements_in
+from spmd_mypy.representation import members, spmd_members, spmd_of
+from spmd_mypy.statements import blocks_in, names_bound_by, names_bound_in, nested_blocks, statements_in
+from spmd_stubs.core import AxisType, TensorType
 
 GET_WORLD_SIZE = "torch.distributed.distributed_c10d.get_world_size"
 _ONE_RANK = {("==", 1), ("<=", 1), ("<", 2)}
@@ -68,6 +111,176 @@ def _reads_a_size(test: Expression, sizes: AxisNames) -> bool:
     names = [e.name for e in (test, *get_subexpressions(test)) if isinstance(e, (NameExpr, MemberExpr))]
     return any(_SIZE_NAME.search(name) or sizes.of_attribute(name) or name in sizes.short_function_names()
                for name in names)
+
+
+@dataclass(frozen=True)
+class TrivialAxes:
+    """Where a returned value takes the declared type on an axis of one rank (module docstring)."""
+
+    everywhere: frozenset[str]
+    """The axes of one rank wherever the ``return`` runs: it is in a branch where they have one rank."""
+    branch_types: Mapping[str, Mapping[str, frozenset[AxisType]]]
+    """Per name returned, per axis: the types on it of the values its more-ranks branches bind."""
+
+    def __bool__(self) -> bool:
+        return bool(self.everywhere or self.branch_types)
+
+    def of(self, item: Expression | None, tensor_type: TensorType) -> set[str]:
+        """The axes where ``tensor_type``, a member of the type of ``item`` (returned), takes the declared type."""
+        ran = self.branch_types.get(item.name, {}) if isinstance(item, NameExpr) else {}
+        skipped = {axis for axis, types in ran.items() if (found := tensor_type.get(axis)) is not None
+                   and found not in types}
+        return set(self.everywhere) | skipped
+
+
+def trivial_axes(returned: Expression, value: Expression, function: FuncItem, checker: TypeChecker,
+                 settings: Config) -> TrivialAxes:
+    """Where ``function``'s return of ``returned`` (its expression; ``value``, what it wraps) has axes of size 1."""
+    everywhere = frozenset(trivial_axes_at(returned, function, checker, settings))
+    place = _place_of(returned, function)
+    if place is None:
+        return TrivialAxes(everywhere, {})
+    before = place[0].body[:place[1]]
+    names = [item for item in (value.items if isinstance(value, TupleExpr) else [value]) if isinstance(item, NameExpr)]
+    found = {name.name: _branch_types(name.name, before, function, checker, settings) for name in names}
+    return TrivialAxes(everywhere, {name: ran for name, ran in found.items() if ran})
+
+
+def _place_of(returned: Expression, function: FuncItem) -> tuple[Block, int] | None:
+    """The block whose statement ``return returned`` is, and its index there."""
+    for block in blocks_in(function.body):
+        for index, statement in enumerate(block.body):
+            if isinstance(statement, ReturnStmt) and statement.expr is returned:
+                return block, index
+    return None
+
+
+def _branch_types(name: str, statements: list[Statement], function: FuncItem, checker: TypeChecker,
+                  settings: Config) -> dict[str, frozenset[AxisType]]:
+    """Per axis, the types the more-ranks branches among ``statements`` bind ``name`` to; none where the
+    bindings of ``name`` are not those the module docstring allows."""
+    ran: dict[str, set[AxisType]] = {}
+    branches: list[Block] = []
+    start: int | None = None
+    for index, statement in enumerate(statements):
+        found = _more_ranks_branch(statement, function, checker, settings) if isinstance(statement, IfStmt) else None
+        if found is None or not any(_assigns(name, s) for s in found[1].body):
+            continue
+        axis, branch = found
+        types: set[AxisType] = set()
+        for inner in statements_in(branch):
+            if _binds_otherwise(name, inner):
+                return {}
+            if not _assigns(name, inner):
+                continue
+            bound = _bound_type(name, inner, checker)
+            on_axis = [t.get(axis) if t is not None else None
+                       for t in map(spmd_of, members(bound))] if bound is not None else [None]
+            if None in on_axis:
+                return {}
+            types.update(t for t in on_axis if t is not None)
+        ran.setdefault(axis, set()).update(types)
+        branches.append(branch)
+        start = index if start is None else start
+    if start is None or not all(_keeps(name, s, set(ran), checker) for s in _outside(statements[start:], branches)):
+        return {}
+    return {axis: frozenset(types) for axis, types in ran.items()}
+
+
+def _more_ranks_branch(statement: IfStmt, function: FuncItem, checker: TypeChecker, settings: Config,
+                       ) -> tuple[str, Block] | None:
+    """(the axis, the block) where ``statement`` has a block that runs exactly where the axis has more ranks."""
+    axis, when_true = _size_test(statement.expr[0], function, checker, settings)
+    if axis is None:
+        return None
+    if not when_true:
+        return axis, statement.body[0]
+    return (axis, statement.else_body) if len(statement.expr) == 1 and statement.else_body is not None else None
+
+
+def _outside(statements: list[Statement], branches: list[Block]) -> Iterator[Statement]:
+    """``statements`` and those of their blocks, except ``branches``."""
+    for statement in statements:
+        yield statement
+        for block in nested_blocks(statement):
+            if not any(block is branch for branch in branches):
+                yield from _outside(block.body, branches)
+
+
+def _assigns(name: str, statement: Statement) -> bool:
+    return isinstance(statement, AssignmentStmt) and any(name in names_bound_by(t) for t in statement.lvalues)
+
+
+def _binds_otherwise(name: str, statement: Statement) -> bool:
+    """Whether ``statement`` itself binds ``name`` other than by an assignment (``x += 1``, ``for x in``)."""
+    if isinstance(statement, MatchStmt):
+        return name in names_bound_in([statement])
+    targets: list[Expression | None] = []
+    if isinstance(statement, OperatorAssignmentStmt):
+        targets = [statement.lvalue]
+    elif isinstance(statement, DelStmt):
+        targets = [statement.expr]
+    elif isinstance(statement, ForStmt):
+        targets = [statement.index]
+    elif isinstance(statement, WithStmt):
+        targets = list(statement.target)
+    elif isinstance(statement, TryStmt):
+        targets = list(statement.vars)
+    return any(target is not None and name in names_bound_by(target) for target in targets)
+
+
+def _bound_type(name: str, statement: Statement, checker: TypeChecker) -> Type | None:
+    """The type ``statement``, an assignment, binds ``name`` to; None where it is not known."""
+    assert isinstance(statement, AssignmentStmt)
+    for target in statement.lvalues:
+        if isinstance(target, NameExpr) and target.name == name:
+            return checker.lookup_type_or_none(statement.rvalue)
+        if isinstance(target, (TupleExpr, ListExpr)):
+            for index, item in enumerate(target.items):
+                if isinstance(item, NameExpr) and item.name == name:
+                    return _item_type(statement.rvalue, index, len(target.items), checker)
+    return None
+
+
+def _item_type(rvalue: Expression, index: int, count: int, checker: TypeChecker) -> Type | None:
+    if isinstance(rvalue, (TupleExpr, ListExpr)) and len(rvalue.items) == count:
+        return checker.lookup_type_or_none(rvalue.items[index])
+    whole = checker.lookup_type_or_none(rvalue)
+    proper = get_proper_type(whole) if whole is not None else None
+    if isinstance(proper, TupleType) and len(proper.items) == count:
+        return proper.items[index]
+    return whole if isinstance(proper, AnyType) else None
+
+
+def _keeps(name: str, statement: Statement, axes: set[str], checker: TypeChecker) -> bool:
+    """Whether ``statement``, outside the more-ranks branches, binds ``name`` as the module docstring allows."""
+    if _binds_otherwise(name, statement):
+        return False
+    if not _assigns(name, statement):
+        return True
+    assert isinstance(statement, AssignmentStmt)
+    bound = _bound_type(name, statement, checker)
+    if bound is None:
+        return False
+    root = _method_root(statement.rvalue)
+    read = checker.lookup_type_or_none(root) if isinstance(root, NameExpr) and root.name == name else None
+    for axis in axes:
+        after = _types_on(axis, bound)
+        before = _types_on(axis, read) if read is not None else None
+        if after and (before != after or any(t.shard is not None for t in after)):
+            return False
+    return True
+
+
+def _method_root(expr: Expression) -> Expression:
+    """``x`` of ``x.view(...).transpose(0, 1)``."""
+    while isinstance(expr, CallExpr) and isinstance(expr.callee, MemberExpr):
+        expr = expr.callee.expr
+    return expr
+
+
+def _types_on(axis: str, typ: Type) -> set[AxisType]:
+    return {found for t in spmd_members(typ) if t is not None and (found := t.get(axis)) is not None}
 
 
 def trivial_axes_at(returned: Expression, function: FuncItem, checker: TypeChecker, settings: Config) -> set[str]:

@@ -2,7 +2,8 @@
 
 ``handle = dist.all_gather_into_tensor(buffer, x, group=g, async_op=True)``
 puts ``buffer`` in flight (the output; the tensor of an in-place collective
-such as ``all_reduce``); the program may compute meanwhile, and
+such as ``all_reduce``; ``irecv``'s tensor), and a typed call's ``Pending``
+is in flight with no buffer; the program may compute meanwhile, and
 ``handle.wait()`` ends it.  Following
 the statements after the call, in order, on every path through the ``if``
 statements (docs/spec.md#collectives-in-flight):
@@ -21,8 +22,8 @@ and ``assert not ctx.allreduce_dgrad`` removes the paths where it is true.
 A handle stored in an attribute or a container, passed on, or returned (the
 caller's to wait, with its buffers: megatron's ``_batched_p2p_ops``) is
 followed no further; strict mode names it (``spmd-async``), never trusts it
-silently.
-Loops are read as their body once.
+silently, as it names a call whose ``async_op`` is not a literal (megatron's
+bucketed gradient reduction passes a flag).  Loops are read as their body once.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from mypy.nodes import (
     ForStmt,
     FuncItem,
     IfStmt,
+    ListExpr,
     MemberExpr,
     NameExpr,
     OpExpr,
@@ -51,6 +53,7 @@ from mypy.nodes import (
     RevealExpr,
     Statement,
     TryStmt,
+    TupleExpr,
     UnaryExpr,
     WhileStmt,
     WithStmt,
@@ -190,6 +193,11 @@ def check(function: FuncItem, call: CallExpr, strict: bool) -> list[Problem]:
         return []
     statement, continuation, assumed = located
     op = _name(call.callee)
+    flag = next((value for name, value in zip(call.arg_names, call.args) if name == "async_op"), None)
+    if flag is not None and not (isinstance(flag, NameExpr) and flag.fullname == "builtins.True"):
+        return [Problem(call, f"whether {op}(..., async_op=...) is in flight depends on a value the checker does "
+                              f"not know: its buffers and handle are not checked. Fix: pass async_op=True or "
+                              f"False where it is started, one call each")] if strict else []
     typed = isinstance(call.callee, RefExpr) and call.callee.fullname.startswith(SPMD_STUBS)
     buffers = frozenset() if typed or op in READ_WHILE_IN_FLIGHT else _buffer(call)
     started = f"{op}(..., async_op=True)" if "async_op" in call.arg_names else f"{op}(...)"
@@ -378,11 +386,13 @@ def _uses(walk: _Walk, statement: Statement, path: _Path, header_only: bool = Fa
 
 
 def _passes_on(statement: Statement, handle: str) -> bool:
-    """Whether ``statement`` gives the handle to a call, returns it or stores it (``h is None`` does not)."""
+    """Whether ``statement`` gives the handle to a call, returns it (itself or as an item of a returned tuple) or
+    stores it (``h is None`` does not)."""
     def named(expr: Expression | None) -> bool:
         return isinstance(expr, NameExpr) and expr.name == handle
     if isinstance(statement, ReturnStmt) and statement.expr is not None:
-        return any(named(e) for e in get_subexpressions(statement.expr))
+        returned = statement.expr.items if isinstance(statement.expr, (TupleExpr, ListExpr)) else [statement.expr]
+        return any(named(e) for e in returned)
     if isinstance(statement, AssignmentStmt) and any(named(e) for e in get_subexpressions(statement.rvalue)):
         return True
     return any(isinstance(e, CallExpr) and any(named(a) for a in e.args) for e in get_subexpressions(statement))

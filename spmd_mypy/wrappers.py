@@ -206,10 +206,11 @@ def own_returns(function: FuncDef) -> list[ReturnStmt]:
 
 
 def starts_async(call: CallExpr) -> bool:
-    """Whether ``call`` passes ``async_op=True``, or is an ``isend``/``irecv``/``batch_isend_irecv``."""
+    """Whether ``call`` may start something in flight: it passes ``async_op`` (anything but a literal
+    ``False``), or is an ``isend``/``irecv``/``batch_isend_irecv``."""
     if isinstance(call.callee, RefExpr) and call.callee.fullname in POINT_TO_POINT_STARTS:
         return True
-    return any(name == "async_op" and isinstance(value, NameExpr) and value.fullname == "builtins.True"
+    return any(name == "async_op" and not (isinstance(value, NameExpr) and value.fullname == "builtins.False")
                for name, value in zip(call.arg_names, call.args))
 
 

@@ -63,10 +63,13 @@ from mypy.server.subexpr import get_subexpressions
 from mypy.types import Type, UnionType, get_proper_type
 
 from spmd_mypy import errorcodes, raw_collectives, report
+from spmd_mypy.annotations import axes_of
 from spmd_mypy.build_state import state_of
 from spmd_mypy.fullnames import CALLED_VALUE, STARTED, TORCH_TRANSFERS
+from spmd_mypy.groups import axis_of_group
 from spmd_mypy.statements import names_bound_by
 from spmd_mypy.wrappers import marked, starts_async, wrapped_value
+from spmd_stubs.core.mesh_transitions import written
 
 
 @dataclass(frozen=True)
@@ -179,11 +182,23 @@ def _checked_by_its_hook(ctx: FunctionContext, call: CallExpr) -> bool:
 def _check_in_function(ctx: FunctionContext, call: CallExpr) -> None:
     function = ctx.api.scope.current_function() if isinstance(ctx.api, TypeChecker) else None
     if function is not None:
-        for problem in check(function, call, state_of(ctx.api).settings.strict):
+        for problem in check(function, call, state_of(ctx.api).settings.strict, _axis(ctx, call, function)):
             report.fail(ctx.api, problem.node, problem.message, errorcodes.ASYNC)
 
 
-def check(function: FuncItem, call: CallExpr, strict: bool) -> list[Problem]:
+def _axis(ctx: FunctionContext, call: CallExpr, function: FuncItem) -> str | None:
+    """The mesh axis the call communicates on: a typed call's axis, a raw one's ``group=``."""
+    if isinstance(call.callee, RefExpr) and call.callee.fullname.startswith(SPMD_STUBS):
+        axes = axes_of(call.args[1]) if len(call.args) > 1 and call.arg_names[1] is None else None
+        return written(axes) if axes else None
+    group = next((value for name, value in zip(call.arg_names, call.args) if name == "group"), None)
+    if group is None or not isinstance(ctx.api, TypeChecker):
+        return None
+    return axis_of_group(group, state_of(ctx.api).settings.groups, ctx.api.tree, ctx.api.lookup_type_or_none(group),
+                         function)
+
+
+def check(function: FuncItem, call: CallExpr, strict: bool, axis: str | None = None) -> list[Problem]:
     """The problems of ``call``, passing ``async_op=True``, in ``function``'s body.
 
     A typed collective's result is a ``Pending`` of its own and no buffer is in flight; a raw one's first
@@ -192,18 +207,18 @@ def check(function: FuncItem, call: CallExpr, strict: bool) -> list[Problem]:
     if located is None:
         return []
     statement, continuation, assumed = located
-    op = _name(call.callee)
+    op = f"{_name(call.callee)} on {f'axis {axis}' if axis else 'a group of unknown axis'}"
     flag = next((value for name, value in zip(call.arg_names, call.args) if name == "async_op"), None)
     if flag is not None and not (isinstance(flag, NameExpr) and flag.fullname == "builtins.True"):
-        return [Problem(call, f"whether {op}(..., async_op=...) is in flight depends on a value the checker does "
+        return [Problem(call, f"whether {op} (async_op=...) is in flight depends on a value the checker does "
                               f"not know: its buffers and handle are not checked. Fix: pass async_op=True or "
                               f"False where it is started, one call each")] if strict else []
     typed = isinstance(call.callee, RefExpr) and call.callee.fullname.startswith(SPMD_STUBS)
-    buffers = frozenset() if typed or op in READ_WHILE_IN_FLIGHT else _buffer(call)
-    started = f"{op}(..., async_op=True)" if "async_op" in call.arg_names else f"{op}(...)"
+    buffers = frozenset() if typed or _name(call.callee) in READ_WHILE_IN_FLIGHT else _buffer(call)
+    started = f"{op} (async_op=True)" if "async_op" in call.arg_names else op
     if isinstance(statement, ExpressionStmt):
         return [Problem(call, f"the handle of {started} is dropped: nothing waits for the "
-                              f"collective. Fix: handle = {op}(...), then handle.wait() before its buffers are "
+                              f"collective. Fix: handle = {_name(call.callee)}(...), then handle.wait() before its buffers are "
                               f"used")]
     target = statement.lvalues[0] if isinstance(statement, AssignmentStmt) and len(statement.lvalues) == 1 else None
     if not isinstance(target, NameExpr):

@@ -2,15 +2,18 @@
 import torch
 import torch.distributed as dist
 
+import spmd_stubs as spmd
+from spmd_stubs.axes import tp
 
-def wrong(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
-    handle = dist.all_reduce(x, group=group, async_op=True)
-    y = x * 2  # E: spmd-async x is used while all_reduce
+
+def wrong(x: torch.Tensor) -> torch.Tensor:
+    handle = dist.all_reduce(x, group=spmd.group_of(tp), async_op=True)
+    y = x * 2  # E: spmd-async x is used while all_reduce on axis tp
     handle.wait()
     return y
 
 
-def fixed(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
-    handle = dist.all_reduce(x, group=group, async_op=True)
+def fixed(x: torch.Tensor) -> torch.Tensor:
+    handle = dist.all_reduce(x, group=spmd.group_of(tp), async_op=True)
     handle.wait()
     return x * 2

@@ -81,13 +81,13 @@ def waited_on_one_branch(grad_input: torch.Tensor, tp_group: dist.ProcessGroup, 
 
 
 def never_waited(grad_input: torch.Tensor, tp_group: dist.ProcessGroup, last: bool) -> None:
-    handle = dist.all_reduce(grad_input, group=tp_group, async_op=True)  # E: spmd-async all_reduce(..., async_op=True) is never waited on a path through this function (last=False)
+    handle = dist.all_reduce(grad_input, group=tp_group, async_op=True)  # E: spmd-async all_reduce on a group of unknown axis (async_op=True) is never waited on a path through this function (last=False)
     if last:
         handle.wait()
 
 
 def handle_dropped(grad_input: torch.Tensor, tp_group: dist.ProcessGroup) -> None:
-    dist.all_reduce(grad_input, group=tp_group, async_op=True)  # E: spmd-async the handle of all_reduce(..., async_op=True) is dropped
+    dist.all_reduce(grad_input, group=tp_group, async_op=True)  # E: spmd-async the handle of all_reduce on a group of unknown axis (async_op=True) is dropped
 
 
 def waited_before_the_use(grad_input: torch.Tensor, tp_group: dist.ProcessGroup) -> torch.Tensor:
@@ -98,7 +98,7 @@ def waited_before_the_use(grad_input: torch.Tensor, tp_group: dist.ProcessGroup)
 
 
 def pending_never_waited(grad_input: Tensor[P@tp]) -> None:
-    pending = spmd.all_reduce(grad_input, tp, src=P, dst=I, async_op=True)  # E: spmd-async all_reduce(..., async_op=True) is never waited on a path through this function
+    pending = spmd.all_reduce(grad_input, tp, src=P, dst=I, async_op=True)  # E: spmd-async all_reduce on axis tp (async_op=True) is never waited on a path through this function
 
 
 def pending_waited(grad_input: Tensor[P@tp]) -> Tensor[I@tp]:

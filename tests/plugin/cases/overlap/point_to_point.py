@@ -44,4 +44,4 @@ def ring_step_never_waited(tensor: torch.Tensor, send_rank: int, recv_rank: int,
     result = torch.zeros_like(tensor)
     ops = [dist.P2POp(dist.isend, tensor, send_rank, group=group),
            dist.P2POp(dist.irecv, result, recv_rank, group=group)]
-    requests = dist.batch_isend_irecv(ops)  # E: spmd-async batch_isend_irecv(...) is never waited
+    requests = dist.batch_isend_irecv(ops)  # E: spmd-async batch_isend_irecv on a group of unknown axis is never waited

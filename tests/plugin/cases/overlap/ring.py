@@ -29,4 +29,4 @@ def rotated_shard(k: Tensor[S(1)@cp], scale: Tensor[I@cp]) -> None:
 
 
 def rotation_never_waited(k: Tensor[V@cp]) -> None:
-    rotated = spmd.ring_shift(k, cp, async_op=True)  # E: spmd-async ring_shift(..., async_op=True) is never waited
+    rotated = spmd.ring_shift(k, cp, async_op=True)  # E: spmd-async ring_shift on axis cp (async_op=True) is never waited

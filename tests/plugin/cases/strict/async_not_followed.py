@@ -10,7 +10,7 @@ class Bucket:
         self.grad_reduce_handle: dist.Work | None = None
 
     def start_grad_sync(self, overlap: bool) -> None:
-        dist.all_reduce(self.grad_data, group=self.group, async_op=overlap)  # E: spmd-async whether all_reduce(..., async_op=...) is in flight depends on a value the checker does not know
+        dist.all_reduce(self.grad_data, group=self.group, async_op=overlap)  # E: spmd-async whether all_reduce on a group of unknown axis (async_op=...) is in flight depends on a value the checker does not know
 
     def start_kept(self) -> None:
-        self.grad_reduce_handle = dist.all_reduce(self.grad_data, group=self.group, async_op=True)  # E: spmd-async the handle of all_reduce(..., async_op=True) is stored where the checker does not follow it
+        self.grad_reduce_handle = dist.all_reduce(self.grad_data, group=self.group, async_op=True)  # E: spmd-async the handle of all_reduce on a group of unknown axis (async_op=True) is stored where the checker does not follow it

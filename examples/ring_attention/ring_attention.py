@@ -1,0 +1,84 @@
+"""Ring attention: context-parallel attention with the KV blocks rotating around ``cp``.
+
+The sequence is split over ``cp`` in contiguous chunks: rank ``r`` holds the
+``r``-th chunk of the queries, keys and values (``[batch, heads, chunk,
+head_dim]``).  Each of the ``n`` steps attends this rank's queries to the KV
+block it holds now and folds the result into running online-softmax
+statistics, while that block travels one rank ahead on the ring
+(``spmd.ring_shift(..., async_op=True)``), overlapped with the attention; the
+step waits for it before the next.  After ``n`` steps every rank has attended
+to every chunk, and its output is its chunk of the attention over the whole
+sequence.
+
+The blocks are typed ``V@cp``: a rotated chunk is no longer in rank order,
+so a shard ``S(2)`` becomes a ``V`` at the first step (docs/spec.md, "Ring
+steps").  The backward is autograd's: ``ring_shift``'s backward shifts the
+gradient of a block back to the rank it came from, so the gradients of
+``k`` and ``v`` arrive, summed over the steps, at the rank that holds the
+chunk; no hand-written backward.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+
+import spmd_stubs as spmd
+from spmd_stubs import Tensor, V
+from spmd_stubs.axes import cp
+
+
+def _attend_block(
+    q: Tensor[V@cp], k: Tensor[V@cp], v: Tensor[V@cp], diagonal: bool
+) -> tuple[Tensor[V@cp], Tensor[V@cp]]:
+    """Softmax attention of ``q`` to one KV block: its output and log-sum-exp (``[..., chunk, 1]``).
+
+    ``diagonal``: the block is the queries' own chunk under a causal mask (a
+    query sees the keys at or before its position).
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if diagonal:
+        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1, keepdim=True)  # the block's max is inside: it stays finite
+    return torch.exp(scores - lse) @ v, lse
+
+
+def _merge(
+    out: Tensor[V@cp], lse: Tensor[V@cp], block_out: Tensor[V@cp], block_lse: Tensor[V@cp]
+) -> tuple[Tensor[V@cp], Tensor[V@cp]]:
+    """Fold one block's output into the running output: both are softmax averages, reweighted by their sums.
+
+    picotron's ``update_out_and_lse`` (``out - sigmoid(block_lse - lse) * (out
+    - block_out)``) written with the running max, which also takes the empty
+    start (``lse = -inf``: weight 0, where the sigmoid form gives ``-inf - -inf``).
+    """
+    new_max = torch.maximum(lse, block_lse)
+    new_lse = new_max + torch.log(torch.exp(lse - new_max) + torch.exp(block_lse - new_max))
+    return torch.exp(lse - new_lse) * out + torch.exp(block_lse - new_lse) * block_out, new_lse
+
+
+def ring_attention(q: Tensor[V@cp], k: Tensor[V@cp], v: Tensor[V@cp], causal: bool = False) -> Tensor[V@cp]:
+    """This rank's chunk of ``softmax(q k^T / sqrt(d)) v`` over the whole sequence.
+
+    At step ``s`` rank ``r`` holds the KV chunk of rank ``r - s`` (mod ``n``):
+    under ``causal`` the chunks after ``r`` are skipped (their keys are in
+    every query's future) and the own chunk (step 0) is masked.
+    """
+    group = spmd.group_of(cp)
+    size, rank = dist.get_world_size(group), dist.get_rank(group)
+    # Nothing attended yet.  A fill stored in a variable has no SPMD type (docs/spec.md): the
+    # annotations give the running statistics the type of the blocks folded into them.
+    out: Tensor[V@cp] = torch.zeros_like(q)
+    lse: Tensor[V@cp] = torch.full_like(q[..., :1], float("-inf"))
+    for step in range(size - 1):
+        next_k = spmd.ring_shift(k, cp, async_op=True)  # the next step's block, in flight during this one
+        next_v = spmd.ring_shift(v, cp, async_op=True)
+        if not causal or step <= rank:
+            out, lse = _merge(out, lse, *_attend_block(q, k, v, causal and step == 0))
+        k, v = next_k.wait(), next_v.wait()
+    if not causal or size - 1 <= rank:
+        out, lse = _merge(out, lse, *_attend_block(q, k, v, causal and size == 1))
+    return out

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import json
 import shutil
 import sqlite3
 import statistics
@@ -53,13 +54,15 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_checker import REPO, _env, count_lines, erase, timed_cpu
 
 sys.path.insert(0, str(REPO))
 from spmd_mypy.migrate.thirdparty import RECOMMENDED_CONFIG, copy_installed, installed_dir
+
+_R = TypeVar("_R")
 
 PROBE = '''"""Plugin probe: an all-reduce from I to I, which exists on no axis."""
 
@@ -137,15 +140,48 @@ class Side:
     def name(self) -> str:
         return "mypy + plugin" if self.plugin else "plain mypy"
 
+    def mypy_args(self, cache: Path, targets: tuple[str, ...]) -> list[str]:
+        flags = [flag for target in targets for flag in (("-m", target) if "." not in target else ("-p", target))]
+        return ["--config-file", str(self.config), "--cache-dir", str(cache), *flags]
+
     def check(self, cache: Path, targets: tuple[str, ...]) -> float:
         """CPU seconds of one mypy run; a crash or a config error stops the benchmark."""
-        flags = [flag for target in targets for flag in (("-m", target) if "." not in target else ("-p", target))]
-        cmd = [sys.executable, "-m", "mypy", "--config-file", str(self.config), "--cache-dir", str(cache), *flags]
-        _, cpu, proc = timed_cpu(cmd, self.root)
+        _, cpu, proc = timed_cpu([sys.executable, "-m", "mypy", *self.mypy_args(cache, targets)], self.root)
         output = proc.stdout + proc.stderr
         if proc.returncode not in (0, 1) or "INTERNAL ERROR" in output or "Traceback" in output:
             raise SystemExit(f"{self.name} failed on {' '.join(targets)} (exit {proc.returncode}):\n{output[-3000:]}")
         return cpu
+
+    def hook_times(self, cache: Path, targets: tuple[str, ...]) -> dict[str, Any]:
+        """One run in a process of its own, timed by ``scripts/hook_timer.py`` (see :func:`timed_in_process`)."""
+        plugin = ["--plugin"] if self.plugin else []
+        cmd = [sys.executable, __file__, IN_PROCESS, *plugin, *self.mypy_args(cache, targets)]
+        proc = subprocess.run(cmd, cwd=self.root, env=_env(self.root), capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"the timed run failed for {self.name}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        return json.loads(proc.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+IN_PROCESS = "--timed-in-process"
+
+
+def timed_in_process(argv: list[str]) -> int:
+    """``scripts/hook_timer.py``'s run, accepting a run whose code has errors (untyped code has plain mypy errors).
+
+    hook_timer prints its figures only for a clean run (status 0); here
+    mypy's status 1 (errors found, no crash) counts as clean.
+    """
+    import hook_timer
+    from mypy import api
+
+    run = api.run
+
+    def run_accepting_errors(args: list[str]) -> tuple[str, str, int]:
+        out, err, status = run(args)
+        return out, err, 0 if status == 1 else status
+
+    api.run = run_accepting_errors
+    return hook_timer.main(argv)
 
 
 def probe(tmp: Path) -> None:
@@ -199,9 +235,9 @@ def prepare(tmp: Path, workload: Workload) -> dict[bool, Side]:
     return sides
 
 
-def alternate(sides: dict[bool, Side], pairs: int, run: Callable[[Side], float], first: bool = True) -> dict[bool, list[float]]:
+def alternate(sides: dict[bool, Side], pairs: int, run: Callable[[Side], _R], first: bool = True) -> dict[bool, list[_R]]:
     """``pairs`` runs a side, the plugin side first in every other pair (starting with ``first``)."""
-    runs: dict[bool, list[float]] = {True: [], False: []}
+    runs: dict[bool, list[_R]] = {True: [], False: []}
     for n in range(pairs):
         order = (first, not first) if n % 2 == 0 else (not first, first)
         for plugin in order:
@@ -227,8 +263,12 @@ class Phase:
         return f"{self.plain:7.2f} {self.plugin:7.2f} {ratio:>5} {spread:>9}"
 
 
-def measure(tmp: Path, workload: Workload, repeats: int, first: bool) -> dict[str, Phase]:
-    """The workload's phases (see the module docstring); ``first``: whether the plugin side opens the pairs."""
+def measure(tmp: Path, workload: Workload, repeats: int, first: bool, breakdown: bool) -> dict[str, Phase]:
+    """The workload's phases (see the module docstring); ``first``: whether the plugin side opens the pairs.
+
+    ``breakdown``: then one more new-code pair, each run in one process, and
+    the plugin side's CPU split printed (see ``--breakdown``).
+    """
     sides = prepare(tmp, workload)
     warm = {plugin: side.root / ".cache_warm" for plugin, side in sides.items()}
 
@@ -239,21 +279,39 @@ def measure(tmp: Path, workload: Workload, repeats: int, first: bool) -> dict[st
     phases = {"cold": Phase.of(alternate(sides, 1, cold_run, first))}
     phases["warm"] = Phase.of(alternate(sides, repeats, lambda side: side.check(warm[side.plugin], workload.targets)))
 
-    def new_code_run(side: Side) -> float:
+    def new_code_cache(side: Side) -> Path:
         cache = side.root / ".cache_new"
         shutil.rmtree(cache, ignore_errors=True)
         shutil.copytree(warm[side.plugin], cache)
         delete_entries(cache, workload.targets)
-        return side.check(cache, workload.targets)
+        return cache
 
-    phases["new code"] = Phase.of(alternate(sides, repeats, new_code_run, first))
+    phases["new code"] = Phase.of(
+        alternate(sides, repeats, lambda side: side.check(new_code_cache(side), workload.targets), first)
+    )
+    if breakdown:
+        split = alternate(sides, 1, lambda side: side.hook_times(new_code_cache(side), workload.targets), first)
+        print_breakdown(workload.name, split[False][0], split[True][0])
     return phases
+
+
+def print_breakdown(name: str, plain: dict[str, Any], plugin: dict[str, Any]) -> None:
+    """The plugin's new-code CPU beyond plain mypy's: its import, its hooks (by kind), and the rest."""
+    hooks = sum(seconds for _, seconds in plugin["hooks"].values())
+    extra = plugin["import"] + plugin["total"] - plain["total"]
+    print(f"  {name} new code in one process: plain {plain['total']:.2f} s, plugin {plugin['total']:.2f} s "
+          f"+ import {plugin['import']:.2f} s; extra {extra:.2f} s = import {plugin['import']:.2f} "
+          f"+ hooks {hooks:.2f} + rest {extra - plugin['import'] - hooks:.2f}")
+    top = sorted(plugin["hooks"].items(), key=lambda item: -item[1][1])[:4]
+    print("    hooks: " + ", ".join(f"{kind} {calls} calls {seconds:.3f} s" for kind, (calls, seconds) in top), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
     parser.add_argument("--repeats", type=int, default=3, help="pairs of warm and of new-code runs (default 3)")
+    parser.add_argument("--breakdown", action="store_true", help="also one new-code pair each in one process "
+                        "(scripts/hook_timer.py): the plugin's import, its hooks and the rest of its extra CPU")
     args = parser.parse_args(argv)
     phases = ["cold", "warm", "new code"]
     with tempfile.TemporaryDirectory(prefix="spmd_bench_real_") as name:
@@ -266,11 +324,11 @@ def main(argv: list[str] | None = None) -> int:
         for index, name in enumerate(args.workloads):
             workload = WORKLOADS[name]
             sources = workload.sources()
-            measured = measure(tmp, workload, args.repeats, first=index % 2 == 0)
+            measured = measure(tmp, workload, args.repeats, index % 2 == 0, args.breakdown)
             print(f"{name:<14} {len(sources):>5} {count_lines(sources):>6} " + " ".join(
                 f"| {'':<8} {measured[phase].cells()}" for phase in phases), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(timed_in_process(sys.argv[2:]) if sys.argv[1:2] == [IN_PROCESS] else main())

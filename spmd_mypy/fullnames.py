@@ -33,6 +33,7 @@ GLOBAL_SPMD: Final = "spmd_stubs.regions.global_spmd"
 LOCAL_MAP: Final = "spmd_stubs.regions.local_map"
 REINTERPRET_MESH: Final = "spmd_stubs.mesh_transitions.reinterpret_mesh"
 RING_SHIFT: Final = "spmd_stubs.p2p.ring_shift"
+BOUNDARY_GRADIENT: Final = "spmd_stubs.pipeline.Boundary.gradient"
 
 # --- spmd_types, the runtime checker (its own spelling of the vocabulary) ---
 SPMD_TYPES_PACKAGE: Final = "spmd_types."

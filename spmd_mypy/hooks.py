@@ -54,6 +54,7 @@ from spmd_mypy.fullnames import (
     ATTRIBUTE_PREFIX,
     AUTOGRAD_BACKWARD,
     AUTOGRAD_GRAD,
+    BOUNDARY_GRADIENT,
     CALLED_VALUE,
     COLLECTIVES_MODULE,
     DIFFERENTIABLE_COLLECTIVES_MODULE,
@@ -272,7 +273,8 @@ def _module_call(fullname: str, settings: Config) -> Hook | None:
     return None
 
 
-METHODS = HookTable(exact={MESH_GET_GROUP: always(groups.mesh_group_hook)}, rules=(
+METHODS = HookTable(exact={MESH_GET_GROUP: always(groups.mesh_group_hook),
+                           BOUNDARY_GRADIENT: always(point_to_point.boundary_gradient_hook)}, rules=(
     (METHOD_PREFIX, _tensor_method),
     ("", _operator_on_union),
     ("", _module_call),

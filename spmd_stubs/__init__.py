@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from spmd_stubs.ops import sum as sum  # noqa: A004 -- spmd.sum, left out of __all__
     from spmd_stubs.p2p import P2POp, batch_isend_irecv, irecv, isend, recv, ring_shift, send
     from spmd_stubs.pending import Pending
+    from spmd_stubs.pipeline import Boundary
     from spmd_stubs.regions import global_spmd, local_map
 
 _LAZY = {
@@ -64,6 +65,7 @@ _LAZY = {
     "group_of": "spmd_stubs.mesh",
     "unbind": "spmd_stubs.mesh",
     "reinterpret_mesh": "spmd_stubs.mesh_transitions",
+    "Boundary": "spmd_stubs.pipeline",
     "global_spmd": "spmd_stubs.regions",
     "local_map": "spmd_stubs.regions",
     "spmd_type_of": "spmd_stubs.dtensor",
@@ -118,6 +120,7 @@ __all__ = [
     "group_of",
     "unbind",
     "reinterpret_mesh",
+    "Boundary",
     "global_spmd",
     "local_map",
     "spmd_type_of",

@@ -119,6 +119,18 @@ def _batched() -> tuple[Transfer, Receive, Transfer, Receive]:
     )
 
 
+def _boundary() -> tuple[Transfer, Receive, Transfer, Receive]:
+    """Through a declared stage boundary (spmd_stubs.pipeline): forward to the next stage, the gradient back."""
+    activation: spmd.Boundary[torch.Tensor] = spmd.Boundary(pp)
+    shape = (BATCH, WIDTH)
+    return (
+        activation.send,
+        lambda: activation.recv(shape, torch.float64),
+        activation.gradient().send,
+        lambda: activation.gradient().recv(shape, torch.float64),
+    )
+
+
 def _received(pending: spmd.Pending[torch.Tensor | None]) -> torch.Tensor:
     got = pending.wait()
     assert got is not None
@@ -213,6 +225,7 @@ CHECKS = by_name(
     _pipeline(_send_recv),
     _pipeline(_isend_irecv),
     _pipeline(_batched),
+    _pipeline(_boundary),
     validation_reports_a_receive_of_another_shape,
     validation_reports_a_receive_of_another_dtype,
     validation_passes_matching_transfers,

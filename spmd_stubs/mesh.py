@@ -21,6 +21,7 @@ as it must for the collective itself.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Mapping, Union
 
 import torch
@@ -208,10 +209,14 @@ def _source(name: str) -> Union[DeviceMesh, ProcessGroup]:
 def _flattened_ranks(names: tuple[str, ...]) -> list[int]:
     """Global ranks of this rank's flattened group, in flattened order.
 
-    Each rank knows only its own groups, so the members of the outermost
-    group exchange their inner flattened groups (recursively): member ``i``
-    of the outer group contributes the ranks ``i * inner_size ...``.
+    Dims of one bound ``DeviceMesh`` are read off its layout.  Otherwise each
+    rank knows only its own groups, so the members of the outermost group
+    exchange their inner flattened groups (recursively): member ``i`` of the
+    outer group contributes the ranks ``i * inner_size ...``.
     """
+    laid_out = _mesh_ranks(names)
+    if laid_out is not None:
+        return laid_out
     outer = _group(names[:1])
     if len(names) == 1:
         return dist.get_process_group_ranks(outer)
@@ -219,6 +224,31 @@ def _flattened_ranks(names: tuple[str, ...]) -> list[int]:
     per_member: list[Any] = [None] * dist.get_world_size(outer)
     dist.all_gather_object(per_member, inner, group=outer)
     return [rank for member in per_member for rank in member]
+
+
+def _mesh_ranks(names: tuple[str, ...]) -> Union[list[int], None]:
+    """The flattened ranks of ``names`` where all are dims of one bound ``DeviceMesh``: this rank's
+    coordinate on the others, the named dims walked first outermost; None otherwise."""
+    sources = [_bound.get(name) for name in names]
+    mesh = sources[0]
+    if not isinstance(mesh, DeviceMesh) or any(source is not mesh for source in sources):
+        return None
+    coordinate = mesh.get_coordinate()
+    if coordinate is None:
+        return None
+    order = list(mesh.mesh_dim_names or ())
+    dims = [order.index(name) for name in names]
+    layout = mesh.mesh.tolist()
+    ranks = []
+    for chosen in itertools.product(*(range(mesh.mesh.shape[dim]) for dim in dims)):
+        index = list(coordinate)
+        for dim, position in zip(dims, chosen):
+            index[dim] = position
+        entry: Any = layout
+        for position in index:
+            entry = entry[position]
+        ranks.append(int(entry))
+    return ranks
 
 
 def _flatten_groups(names: tuple[str, ...]) -> ProcessGroup:

@@ -35,7 +35,7 @@ RUNTIME_TESTS = REPO / "tests" / "runtime"
 if str(RUNTIME_TESTS) not in sys.path:
     sys.path.insert(0, str(RUNTIME_TESTS))
 
-from spmd_world import GROUPS, MESH_DIMS, MESH_SHAPE, WORLD_SIZE, SimWorld  # noqa: E402
+from spmd_world import MESH_DIMS, MESH_SHAPE, WORLD_SIZE, SimWorld  # noqa: E402
 
 # --------------------------------------------------------------------------
 # 1. One mypy run per batch
@@ -70,9 +70,6 @@ def check_batch(programs: list[Program], directory: Path, cache_dir: Path) -> My
 # --------------------------------------------------------------------------
 
 
-_FLATTENED_RANKS = {tuple(MESH_DIMS): GROUPS["dp_tp"][0], tuple(reversed(MESH_DIMS)): GROUPS["tp_dp"][0]}
-"""The ranks of (dp, tp) and (tp, dp) flattened, first axis outermost: one group of every rank."""
-
 REFUSED_REGROUPING = "reinterpret_mesh moves"
 """How the runtime's refusal of a regrouping whose ranks are not the destination's begins."""
 
@@ -84,29 +81,22 @@ def simulated_world() -> Iterator[object]:
     Initialises the fake process group unless a fixture already did, and
     yields the mesh; :func:`run_program` enters LocalTensorMode per program.
 
-    ``reinterpret_mesh`` compares a group's flattened ranks with the destination's, gathering them
-    with ``all_gather_object``, which the fake backend answers with rank 0's part on every rank. In
-    this world the flattened ranks of (dp, tp) and (tp, dp) are read from the row-major layout
-    instead (every rank's group is all 4 ranks, so every rank's comparison is rank 0's); the
-    gathering itself runs on real processes in tests/runtime/test_mesh_transitions_gloo.py.
+    ``reinterpret_mesh`` reads the flattened ranks of (dp, tp) and (tp, dp) off the mesh's layout
+    (every rank's group is all 4 ranks, so every rank's comparison is rank 0's); gathering them from
+    groups bound one by one runs on real processes in tests/runtime/test_mesh_transitions_gloo.py.
     """
     from torch.distributed._local_tensor import LocalTensorMode
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore  # registers "fake"
 
-    import spmd_stubs.mesh_transitions as transitions
-
     owner = not dist.is_initialized()
     if owner:
         dist.init_process_group("fake", rank=0, world_size=WORLD_SIZE, store=FakeStore())
-    gathered = transitions._flattened_ranks
-    transitions._flattened_ranks = lambda names: _FLATTENED_RANKS.get(names) or gathered(names)
     try:
         with LocalTensorMode(WORLD_SIZE):
             mesh = init_device_mesh("cpu", MESH_SHAPE, mesh_dim_names=MESH_DIMS)
         yield mesh
     finally:
-        transitions._flattened_ranks = gathered
         if owner:
             dist.destroy_process_group()
 

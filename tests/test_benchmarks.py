@@ -56,3 +56,20 @@ def test_bench_checker_breakdown_splits_the_typed_check() -> None:
     kinds = dict(re.findall(r"^\s+(get_\w+|report_config_data)\s+(\d+) calls", done.stdout, re.M))
     # every annotation of the package goes through the type-analyze hook
     assert int(kinds.get("get_type_analyze_hook", 0)) > 10, done.stdout
+
+
+def test_bench_real_code_prints_plain_and_plugin_side_by_side() -> None:
+    command = [sys.executable, str(ROOT / "scripts" / "bench_real_code.py"), "--workloads", "fairscale",
+               "--repeats", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    header = re.search(r"^workload.*$", done.stdout, re.M)
+    assert header is not None, done.stdout
+    assert re.findall(r"\| (cold|warm|new code)\s+plain\s+plugin\s+ratio", header.group()) == ["cold", "warm", "new code"]
+    number = r"\s+(\d+\.\d\d)"
+    row = re.search(rf"^fairscale\s+7\s+\d+(?:\s+\|{number * 3}){{3}}\s*$", done.stdout, re.M)
+    assert row is not None, done.stdout
+    cells = re.findall(r"\|" + number * 3, row.group())
+    for plain, plugin, ratio in cells:
+        # the ratio is of the unrounded seconds: equal to the printed ones' within their rounding
+        assert float(ratio) == pytest.approx(float(plugin) / float(plain), rel=0.05)

@@ -36,7 +36,12 @@ Before any workload each side checks a probe file whose SPMD error only
 the plugin reports: a plugin side that does not report it (the plugin not
 loaded), or a plain side that does, stops the script with an error.
 
-    python scripts/bench_real_code.py [--workloads megatron-core gpt ...] [--repeats 3]
+    python scripts/bench_real_code.py [--workloads megatron-core gpt ...] [--repeats 3] [--breakdown]
+
+``--breakdown`` adds, for each workload, one more new-code pair, each run
+in one process timed the way ``scripts/hook_timer.py`` times it, and prints
+the plugin side's CPU beyond plain mypy's split into the plugin's import,
+its hooks (the costliest kinds) and the rest (mypy's own extra work).
 
 Ratios are printed; nothing is asserted (timings are not tests).
 """

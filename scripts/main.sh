@@ -7,7 +7,7 @@
 # adds it to the summary at the end; a new step is one more `step` line.
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 CONFIG=examples/mypy.ini  # the recommended config, plus the GPT's two configurations (a plain run checks the first)
-TYPED=(examples/gpt examples/moe examples/train_mlp.py examples/global_mlp.py examples/vocab_parallel_softmax.py)
+TYPED=(examples/gpt examples/moe examples/ring_attention examples/train_mlp.py examples/global_mlp.py examples/vocab_parallel_softmax.py)
 PLAN=examples/dtensor_plan  # a llama block and its torch parallelize_module plan: plain torch, no SPMD types
 # spmd-check keeps a cache per configuration; the single-configuration runs (coverage, the gallery) share
 # the first configuration's, the one a plain run checks, so torch is analysed once

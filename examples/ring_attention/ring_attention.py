@@ -30,18 +30,9 @@ from spmd_stubs import Tensor, V
 from spmd_stubs.axes import cp
 
 
-def _attend_block(
-    q: Tensor[V@cp], k: Tensor[V@cp], v: Tensor[V@cp], diagonal: bool
-) -> tuple[Tensor[V@cp], Tensor[V@cp]]:
-    """Softmax attention of ``q`` to one KV block: its output and log-sum-exp (``[..., chunk, 1]``).
-
-    ``diagonal``: the block is the queries' own chunk under a causal mask (a
-    query sees the keys at or before its position).
-    """
+def _attend_block(q: Tensor[V@cp], k: Tensor[V@cp], v: Tensor[V@cp]) -> tuple[Tensor[V@cp], Tensor[V@cp]]:
+    """Softmax attention of ``q`` to one KV block: its output and log-sum-exp (``[..., chunk, 1]``)."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if diagonal:
-        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1, keepdim=True)  # the block's max is inside: it stays finite
     return torch.exp(scores - lse) @ v, lse
 
@@ -60,15 +51,16 @@ def _merge(
     return torch.exp(lse - new_lse) * out + torch.exp(block_lse - new_lse) * block_out, new_lse
 
 
-def ring_attention(q: Tensor[V@cp], k: Tensor[V@cp], v: Tensor[V@cp], causal: bool = False) -> Tensor[V@cp]:
-    """This rank's chunk of ``softmax(q k^T / sqrt(d)) v`` over the whole sequence.
+def ring_attention(q: Tensor[V@cp], k: Tensor[V@cp], v: Tensor[V@cp]) -> Tensor[V@cp]:
+    """This rank's chunk of ``softmax(q k^T / sqrt(d)) v`` over the whole sequence (no causal mask).
 
-    At step ``s`` rank ``r`` holds the KV chunk of rank ``r - s`` (mod ``n``):
-    under ``causal`` the chunks after ``r`` are skipped (their keys are in
-    every query's future) and the own chunk (step 0) is masked.
+    At step ``s`` rank ``r`` holds the KV chunk of rank ``r - s`` (mod ``n``).
+    Every rank attends to every block it receives, so every rank runs the
+    same rotations backward: a causal variant that skipped the blocks after
+    its own would leave those rotations out of its autograd graph, and the
+    other ranks' backward shifts would wait for it forever.
     """
-    group = spmd.group_of(cp)
-    size, rank = dist.get_world_size(group), dist.get_rank(group)
+    size = dist.get_world_size(spmd.group_of(cp))
     # Nothing attended yet.  A fill stored in a variable has no SPMD type (docs/spec.md): the
     # annotations give the running statistics the type of the blocks folded into them.
     out: Tensor[V@cp] = torch.zeros_like(q)
@@ -76,9 +68,7 @@ def ring_attention(q: Tensor[V@cp], k: Tensor[V@cp], v: Tensor[V@cp], causal: bo
     for step in range(size - 1):
         next_k = spmd.ring_shift(k, cp, async_op=True)  # the next step's block, in flight during this one
         next_v = spmd.ring_shift(v, cp, async_op=True)
-        if not causal or step <= rank:
-            out, lse = _merge(out, lse, *_attend_block(q, k, v, causal and step == 0))
+        out, lse = _merge(out, lse, *_attend_block(q, k, v))  # overlapped with the rotation
         k, v = next_k.wait(), next_v.wait()
-    if not causal or size - 1 <= rank:
-        out, lse = _merge(out, lse, *_attend_block(q, k, v, causal and size == 1))
+    out, lse = _merge(out, lse, *_attend_block(q, k, v))
     return out

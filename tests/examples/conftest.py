@@ -1,9 +1,10 @@
 """Shared fixtures of the example tests: one mypy run over every example file.
 
 A cold mypy run over code that imports torch takes most of a minute on a
-small machine, so the bug gallery, the GPT, mixture-of-experts, MLP, global-mode and plan examples are checked together,
-once per session, by ``spmd-check`` in the examples' two configurations (sequence parallelism
-on and off, examples/mypy.ini), with a cache shared between runs.
+small machine, so the bug gallery, the GPT, mixture-of-experts, ring-attention,
+MLP, global-mode and plan examples are checked together, once per session, by
+``spmd-check`` in the examples' two configurations (sequence parallelism on and
+off, examples/mypy.ini), with a cache shared between runs.
 The shared names live in ``spmd_examples`` (a unique module name: spawned
 gloo workers import the test modules, and ``conftest`` is ambiguous there).
 """
@@ -24,6 +25,7 @@ from spmd_examples import (
     MOE,
     MYPY_CONFIG,
     PLAN_EXAMPLE,
+    RING_ATTENTION,
     ROOT,
     SOFTMAX_EXAMPLE,
     Diagnostic,
@@ -33,7 +35,7 @@ from spmd_examples import (
 
 @pytest.fixture(scope="session")
 def example_mypy_run() -> MypyRun:
-    typed = [p for d in (BUGS, GPT, MOE, PLAN_EXAMPLE) for p in d.glob("*.py")]
+    typed = [p for d in (BUGS, GPT, MOE, PLAN_EXAMPLE, RING_ATTENTION) for p in d.glob("*.py")]
     typed += [MLP_EXAMPLE, GLOBAL_EXAMPLE, SOFTMAX_EXAMPLE]
     files = sorted(str(p.relative_to(ROOT)) for p in typed)
     run = subprocess.run(

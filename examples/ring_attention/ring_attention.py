@@ -3,12 +3,13 @@
 The sequence is split over ``cp`` in contiguous chunks: rank ``r`` holds the
 ``r``-th chunk of the queries, keys and values (``[batch, heads, chunk,
 head_dim]``).  Each of the ``n`` steps attends this rank's queries to the KV
-block it holds now and folds the result into running online-softmax
-statistics, while that block travels one rank ahead on the ring
-(``spmd.ring_shift(..., async_op=True)``), overlapped with the attention; the
-step waits for it before the next.  After ``n`` steps every rank has attended
-to every chunk, and its output is its chunk of the attention over the whole
-sequence.
+block it holds now and folds the result into the running online-softmax
+statistics (the running max and log-sum-exp, as picotron's
+``update_out_and_lse``); meanwhile, except at the last step, that block
+travels one rank ahead on the ring (``spmd.ring_shift(..., async_op=True)``,
+overlapped with the attention), and the step waits for it before the next.
+After ``n`` steps every rank has attended to every chunk, and its output is
+its chunk of the attention over the whole sequence.
 
 The blocks are typed ``V@cp``: a rotated chunk is no longer in rank order,
 so a shard ``S(2)`` becomes a ``V`` at the first step (docs/spec.md, "Ring
@@ -16,6 +17,12 @@ steps").  The backward is autograd's: ``ring_shift``'s backward shifts the
 gradient of a block back to the rank it came from, so the gradients of
 ``k`` and ``v`` arrive, summed over the steps, at the rank that holds the
 chunk; no hand-written backward.
+
+``mypy --config-file examples/mypy.ini examples/ring_attention/`` checks it
+clean; tests/examples/test_ring_attention.py runs it on 4 gloo ranks (``cp`` =
+4, and 2 dp x 2 ``cp``) against ``torch.softmax`` attention over the whole
+sequence in one process: the output and the gradients of each rank's q, k
+and v chunks agree to 1e-12 (float64).
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ def ring_attention(q: Tensor[V@cp], k: Tensor[V@cp], v: Tensor[V@cp]) -> Tensor[
     # annotations give the running statistics the type of the blocks folded into them.
     out: Tensor[V@cp] = torch.zeros_like(q)
     lse: Tensor[V@cp] = torch.full_like(q[..., :1], float("-inf"))
-    for step in range(size - 1):
+    for _ in range(size - 1):
         next_k = spmd.ring_shift(k, cp, async_op=True)  # the next step's block, in flight during this one
         next_v = spmd.ring_shift(v, cp, async_op=True)
         out, lse = _merge(out, lse, *_attend_block(q, k, v))  # overlapped with the rotation

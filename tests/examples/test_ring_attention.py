@@ -1,10 +1,10 @@
 """The ring-attention example: it type-checks clean, and on real gloo ranks it equals full attention.
 
 One spawned 4-rank gloo world runs ``ring_attention`` on ``cp`` = 4 (the
-whole world) and on ``cp`` = 2 (a 2 dp x 2 cp mesh).  Each
-rank returns its chunk of the output and the gradients of its q, k and v
-chunks for a random upstream gradient; the test compares them with
-``torch.softmax`` attention over the whole sequence in this process.
+whole world) and on ``cp`` = 2 (a 2 dp x 2 cp mesh, both dp replicas on the
+same sequence).  Each rank returns its chunk of the output and the gradients
+of its q, k and v chunks for a random upstream gradient; the test compares
+them with ``torch.softmax`` attention over the whole sequence in this process.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Chunk(NamedTuple):
     """
 
     cp_size: int
-    index: int
+    cp_index: int
     out: np.ndarray
     grads: list[np.ndarray]
 
@@ -69,12 +69,13 @@ def run_chunks() -> list[Chunk]:
     return chunks
 
 
-def _reference() -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+def _reference() -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Attention over the whole sequence in one process: the output and the gradients of q, k, v."""
-    q, k, v, grad_out = (t.requires_grad_() for t in _inputs())
+    q, k, v, grad_out = _inputs()
+    leaves = [t.requires_grad_() for t in (q, k, v)]
     out = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(SHAPE[-1]), dim=-1) @ v
-    out.backward(grad_out.detach())
-    return out.detach(), tuple(t.grad for t in (q, k, v))  # type: ignore[misc]
+    out.backward(grad_out)
+    return out.detach(), [leaf.grad for leaf in leaves if leaf.grad is not None]
 
 
 def test_ring_attention_type_checks_clean(example_mypy_run: MypyRun) -> None:
@@ -90,11 +91,11 @@ def chunks() -> list[Chunk]:
 def test_output_and_gradients_match_full_attention(chunks: list[Chunk], cp_size: int) -> None:
     out, grads = _reference()
     mine = [c for c in chunks if c.cp_size == cp_size]
-    assert sorted(c.index for c in mine) == sorted(list(range(cp_size)) * (4 // cp_size))
+    assert sorted(c.cp_index for c in mine) == sorted(list(range(cp_size)) * (4 // cp_size))
     for chunk in mine:
-        expected = out.chunk(cp_size, dim=2)[chunk.index]
-        assert (torch.from_numpy(chunk.out) - expected).abs().max() < TOLERANCE, f"output, cp index {chunk.index}"
-        assert len(chunk.grads) == 3, f"q, k, v all get a gradient, cp index {chunk.index}"
+        expected = out.chunk(cp_size, dim=2)[chunk.cp_index]
+        assert (torch.from_numpy(chunk.out) - expected).abs().max() < TOLERANCE, f"output, cp index {chunk.cp_index}"
+        assert len(chunk.grads) == 3, f"q, k, v all get a gradient, cp index {chunk.cp_index}"
         for name, grad, full in zip("qkv", chunk.grads, grads):
-            error = (torch.from_numpy(grad) - full.chunk(cp_size, dim=2)[chunk.index]).abs().max()
-            assert error < TOLERANCE, f"d{name}, cp index {chunk.index}: {error:.1e}"
+            error = (torch.from_numpy(grad) - full.chunk(cp_size, dim=2)[chunk.cp_index]).abs().max()
+            assert error < TOLERANCE, f"d{name}, cp index {chunk.cp_index}: {error:.1e}"

@@ -15,7 +15,8 @@ statements (docs/spec.md#collectives-in-flight):
   handle never waited, or rebinds the handle first, leaks the collective;
 * a handle dropped (the call a statement of its own) is never waited.
 
-Branches on one flag are followed together: ``if ctx.sequence_parallel:``
+A test of the handle itself (``if handle is not None:``) is true while it is in
+flight.  Branches on one flag are followed together: ``if ctx.sequence_parallel:``
 twice takes the same branch both times (megatron's async linear backward),
 ``if ctx.sequence_parallel and wgrad_compute:`` the branch both flags allow,
 and ``assert not ctx.allreduce_dgrad`` removes the paths where it is true.
@@ -37,6 +38,7 @@ from mypy.nodes import (
     AssignmentStmt,
     Block,
     CallExpr,
+    ComparisonExpr,
     Context,
     Expression,
     ExpressionStmt,
@@ -343,14 +345,30 @@ def _step(walk: _Walk, statement: Statement, path: _Path) -> list[_Path]:
 
 def _branch(walk: _Walk, statement: IfStmt, path: _Path) -> list[_Path]:
     condition = _condition(statement.expr[0])
+    known = _handle_test(statement.expr[0], walk.handle)
     _uses(walk, statement, path, header_only=True)  # the condition
     after: list[_Path] = []
     for value, block in ((True, statement.body[0]), (False, statement.else_body)):
-        taken = path.taking(condition, value)
+        taken = path.taking(condition, value) if known is None else (path if known == value else None)
         if taken is None:
             continue
         after += _run(walk, block.body, [taken]) if block is not None else [taken]
     return after
+
+
+def _handle_test(expr: Expression, handle: str) -> bool | None:
+    """What a test of the handle itself is while it is in flight: ``h is not None`` and ``h`` true, ``h is None``
+    and ``not h`` false (``if handle is not None: handle.wait()``); None for any other test."""
+    if isinstance(expr, UnaryExpr) and expr.op == "not":
+        inner = _handle_test(expr.expr, handle)
+        return None if inner is None else not inner
+    if isinstance(expr, NameExpr) and expr.name == handle:
+        return True
+    if isinstance(expr, ComparisonExpr) and len(expr.operators) == 1 and expr.operators[0] in ("is", "is not") \
+            and isinstance(expr.operands[0], NameExpr) and expr.operands[0].name == handle \
+            and isinstance(expr.operands[1], NameExpr) and expr.operands[1].fullname == "builtins.None":
+        return expr.operators[0] == "is not"
+    return None
 
 
 def _waits(statement: Statement, handle: str) -> bool:

@@ -2,7 +2,7 @@
 
 A call that records nothing for autograd, outside validation mode, goes
 straight to the group once its counts pass the checks, without the checked
-path (``_Site._exchange_checked``): its values must be the reference's, for
+path (``_Site.rows_bound``): its values must be the reference's, for
 counts given as a list or a tuple.  Counts that fail a check take the checked
 path on real ranks too and get its error, before anything is sent.
 """
@@ -27,16 +27,16 @@ from spmd_stubs.axes import tp
 @contextmanager
 def _checked_path_refused() -> Iterator[None]:
     """Any call that takes the checked path fails the check."""
-    checked = _dispatch._Site._exchange_checked
+    checked = _dispatch._Site.rows_bound
 
     def refuse(*args: Any) -> torch.Tensor:
         raise AssertionError("the call took the checked path, not the direct one")
 
-    _dispatch._Site._exchange_checked = refuse  # type: ignore[method-assign]
+    _dispatch._Site.rows_bound = refuse  # type: ignore[method-assign]
     try:
         yield
     finally:
-        _dispatch._Site._exchange_checked = checked  # type: ignore[method-assign]
+        _dispatch._Site.rows_bound = checked  # type: ignore[method-assign]
 
 
 def _member() -> int:

@@ -42,3 +42,19 @@ def recv_prev_handle_lost(shape: tuple[int, ...], group: dist.ProcessGroup, prev
     recv_prev_req = dist.irecv(tensor_recv_prev, src=prev_rank, group=group)
     assert recv_prev_req is not None
     return tensor_recv_prev  # E: spmd-async returns while irecv
+
+
+def nanotron_column_linear_backward(grad_output: torch.Tensor, tensor: torch.Tensor, weight: torch.Tensor,
+                                    group: dist.ProcessGroup, gather: bool) -> torch.Tensor:
+    """nanotron's column-linear backward: the handle tested against None before its wait."""
+    handle: dist.Work | None = None
+    if gather:
+        unsharded_tensor = torch.empty(tensor.shape[0] * group.size(), *tensor.shape[1:])
+        handle = dist.all_gather_into_tensor(unsharded_tensor, tensor, group=group, async_op=True)
+        total_tensor = unsharded_tensor
+    else:
+        total_tensor = tensor
+    grad_tensor = grad_output.matmul(weight)
+    if handle is not None:
+        handle.wait()
+    return grad_output.t().matmul(total_tensor) + grad_tensor.sum()

@@ -9,7 +9,8 @@ the statements after the call, in order, on every path through the ``if``
 statements (docs/spec.md#collectives-in-flight):
 
 * reading or writing a buffer in flight (an alias made by ``a = buffer`` is
-  the buffer too), or returning before the wait, is an
+  the buffer too; one stored in a container or an attribute is not followed),
+  or returning before the wait, is an
   error at that line, fixed by the ``wait()`` before it;
 * a path that ends (the function returns or falls off its end) with the
   handle never waited, or rebinds the handle first, leaks the collective;
@@ -397,8 +398,10 @@ def _uses(walk: _Walk, statement: Statement, path: _Path, header_only: bool = Fa
     elif isinstance(statement, AssignmentStmt):
         value = statement.rvalue
         names = [target for target in statement.lvalues if isinstance(target, NameExpr)]
-        if len(names) == len(statement.lvalues) == 1 and isinstance(value, NameExpr) and value.name in path.buffers:
-            return replace(path, buffers=path.buffers | {names[0].name})  # an alias, not a read
+        if len(statement.lvalues) == 1 and isinstance(value, NameExpr) and value.name in path.buffers:
+            if names:
+                return replace(path, buffers=path.buffers | {names[0].name})  # an alias, not a read
+            return path  # stored in a container or an attribute (a double buffer): not a read, not followed
         bound = [name for target in statement.lvalues for name in names_bound_by(target)]
         written = [e for target in statement.lvalues if not isinstance(target, NameExpr)
                    for e in get_subexpressions(target)]  # buf[i] = ..., a.b = ...
@@ -428,7 +431,8 @@ def _passes_on(statement: Statement, handle: str) -> bool:
         return any(named(e) for e in returned)
     if isinstance(statement, AssignmentStmt) and any(named(e) for e in get_subexpressions(statement.rvalue)):
         return True
-    return any(isinstance(e, CallExpr) and any(named(a) for a in e.args) for e in get_subexpressions(statement))
+    return any(isinstance(e, CallExpr) and any(named(x) for a in e.args for x in get_subexpressions(a))
+               for e in get_subexpressions(statement))  # buffer.append((handle, msg)) too
 
 
 def _shown(path: _Path) -> str:

@@ -13,6 +13,7 @@ shard of the reference gradient.  The run exits nonzero if any of them differ.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from dataclasses import dataclass
@@ -27,8 +28,9 @@ import spmd_stubs as spmd
 from spmd_stubs import I, P, S
 from spmd_stubs.axes import ep, tp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpt"))  # the GPT example's gloo launcher
-from gloo_launch import run_here, spawn, under_torchrun
+# The GPT example's gloo launcher, a script in the GPT's folder: found there at run time.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpt"))
+gloo_launch = importlib.import_module("gloo_launch")
 
 MESH = (2, 2)  # (ep, tp)
 LR = 0.1
@@ -119,11 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args(argv)
-    if under_torchrun():
-        per_rank = [run_here(train, Config(), args.steps)]
+    if gloo_launch.under_torchrun():
+        per_rank = [gloo_launch.run_here(train, Config(), args.steps)]
         is_printer = int(os.environ["RANK"]) == 0
     else:
-        per_rank = spawn(train, Config(), args.steps, world_size=MESH[0] * MESH[1])
+        per_rank = gloo_launch.spawn(train, Config(), args.steps, world_size=MESH[0] * MESH[1])
         is_printer = True
     ok = all(report.ok for reports in per_rank for report in reports)
     if is_printer:

@@ -81,12 +81,12 @@ def _project(tmp_path: Path) -> Path:
         target.write_text(portable_spelling(source.read_text()))
     for name in UNCHANGED:
         shutil.copy(HERE / name, project / name)
-    # The GPT's and the plan example's modules are scripts importing each other from their folder,
+    # The examples' modules are scripts importing each other from their folder,
     # which pyrefly finds on a search path only; basedpyright's own default
     # mode adds rules beyond type errors (such implicit relative imports), its
     # standard mode is pyright's.
     (project / "pyproject.toml").write_text('[tool.basedpyright]\ntypeCheckingMode = "standard"\n\n'
-                                            '[tool.pyrefly]\nsearch-path = [".", "gpt", "dtensor_plan"]\n')
+                                            '[tool.pyrefly]\nsearch-path = [".", "gpt", "moe", "dtensor_plan"]\n')
     return project
 
 

@@ -167,26 +167,34 @@ def names_in(expressions: Iterable[Expression]) -> Iterator[str]:
     return (expr.name for expr in expressions if isinstance(expr, NameExpr))
 
 
+def binding_targets(statement: Statement) -> list[Expression]:
+    """The targets ``statement`` itself binds (not those of the blocks in it): an assignment's, ``x += 1``'s,
+    ``del x``'s, a ``for``'s index, a ``with``'s ``as`` names, a ``try``'s ``except ... as`` names.  A ``match``
+    binds in its patterns, which are not targets: see :func:`names_bound_in`."""
+    targets: list[Expression | None] = []
+    if isinstance(statement, AssignmentStmt):
+        targets = list(statement.lvalues)
+    elif isinstance(statement, OperatorAssignmentStmt):
+        targets = [statement.lvalue]
+    elif isinstance(statement, DelStmt):
+        targets = [statement.expr]
+    elif isinstance(statement, ForStmt):
+        targets = [statement.index]
+    elif isinstance(statement, WithStmt):
+        targets = list(statement.target)
+    elif isinstance(statement, TryStmt):
+        targets = list(statement.vars)
+    return [target for target in targets if target is not None]
+
+
 def names_bound_in(statements: list[Statement]) -> set[str]:
     """The names ``statements`` (and the blocks in them) may bind: a superset."""
     bound: set[str] = set()
     for statement in statements_in(Block(statements)):
-        targets: list[Expression | None] = []
-        if isinstance(statement, AssignmentStmt):
-            targets = list(statement.lvalues)
-        elif isinstance(statement, (OperatorAssignmentStmt, DelStmt)):
-            targets = [statement.lvalue if isinstance(statement, OperatorAssignmentStmt) else statement.expr]
-        elif isinstance(statement, ForStmt):
-            targets = [statement.index]
-        elif isinstance(statement, WithStmt):
-            targets = list(statement.target)
-        elif isinstance(statement, TryStmt):
-            targets = list(statement.vars)
-        elif isinstance(statement, MatchStmt):
+        if isinstance(statement, MatchStmt):
             bound.update(names_in(get_subexpressions(statement)))
-        for target in targets:
-            if target is not None:
-                bound.update(names_bound_by(target))
+        for target in binding_targets(statement):
+            bound.update(names_bound_by(target))
     for statement in statements:
         bound.update(e.target.name for e in get_subexpressions(statement) if isinstance(e, AssignmentExpr))
     return bound

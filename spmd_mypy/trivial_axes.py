@@ -62,9 +62,7 @@ from mypy.nodes import (
     Block,
     CallExpr,
     ComparisonExpr,
-    DelStmt,
     Expression,
-    ForStmt,
     FuncItem,
     IfStmt,
     IntExpr,
@@ -72,13 +70,10 @@ from mypy.nodes import (
     MatchStmt,
     MemberExpr,
     NameExpr,
-    OperatorAssignmentStmt,
     OpExpr,
     ReturnStmt,
     Statement,
-    TryStmt,
     TupleExpr,
-    WithStmt,
 )
 from mypy.server.subexpr import get_subexpressions
 from mypy.types import AnyType, TupleType, Type, get_proper_type
@@ -86,7 +81,14 @@ from mypy.types import AnyType, TupleType, Type, get_proper_type
 from spmd_mypy.config import AxisNames, Config
 from spmd_mypy.groups import axis_of_group, followed, function_name, named_for
 from spmd_mypy.representation import members, spmd_members, spmd_of
-from spmd_mypy.statements import blocks_in, names_bound_by, names_bound_in, nested_blocks, statements_in
+from spmd_mypy.statements import (
+    binding_targets,
+    blocks_in,
+    names_bound_by,
+    names_bound_in,
+    nested_blocks,
+    statements_in,
+)
 from spmd_stubs.core import AxisType, TensorType
 
 GET_WORLD_SIZE = "torch.distributed.distributed_c10d.get_world_size"
@@ -215,18 +217,8 @@ def _binds_otherwise(name: str, statement: Statement) -> bool:
     """Whether ``statement`` itself binds ``name`` other than by an assignment (``x += 1``, ``for x in``)."""
     if isinstance(statement, MatchStmt):
         return name in names_bound_in([statement])
-    targets: list[Expression | None] = []
-    if isinstance(statement, OperatorAssignmentStmt):
-        targets = [statement.lvalue]
-    elif isinstance(statement, DelStmt):
-        targets = [statement.expr]
-    elif isinstance(statement, ForStmt):
-        targets = [statement.index]
-    elif isinstance(statement, WithStmt):
-        targets = list(statement.target)
-    elif isinstance(statement, TryStmt):
-        targets = list(statement.vars)
-    return any(target is not None and name in names_bound_by(target) for target in targets)
+    return not isinstance(statement, AssignmentStmt) and any(
+        name in names_bound_by(target) for target in binding_targets(statement))
 
 
 def _bound_type(name: str, statement: Statement, checker: TypeChecker) -> Type | None:

@@ -191,7 +191,7 @@ def _check_in_function(ctx: FunctionContext, call: CallExpr) -> None:
 
 def _axis(ctx: FunctionContext, call: CallExpr, function: FuncItem) -> str | None:
     """The mesh axis the call communicates on: a typed call's axis, a raw one's ``group=``."""
-    if isinstance(call.callee, RefExpr) and call.callee.fullname.startswith(SPMD_STUBS):
+    if _typed(call):
         axes = axes_of(call.args[1]) if len(call.args) > 1 and call.arg_names[1] is None else None
         return written(axes) if axes else None
     group = next((value for name, value in zip(call.arg_names, call.args) if name == "group"), None)
@@ -216,8 +216,7 @@ def check(function: FuncItem, call: CallExpr, strict: bool, axis: str | None = N
         return [Problem(call, f"whether {op} (async_op=...) is in flight depends on a value the checker does "
                               f"not know: its buffers and handle are not checked. Fix: pass async_op=True or "
                               f"False where it is started, one call each")] if strict else []
-    typed = isinstance(call.callee, RefExpr) and call.callee.fullname.startswith(SPMD_STUBS)
-    buffers = frozenset() if typed or _name(call.callee) in READ_WHILE_IN_FLIGHT else _buffer(call)
+    buffers = frozenset() if _typed(call) or _name(call.callee) in READ_WHILE_IN_FLIGHT else _buffer(call)
     started = f"{op} (async_op=True)" if "async_op" in call.arg_names else op
     if isinstance(statement, ExpressionStmt):
         return [Problem(call, f"the handle of {started} is dropped: nothing waits for the "
@@ -239,6 +238,11 @@ def check(function: FuncItem, call: CallExpr, strict: bool, axis: str | None = N
                                                f"{target.name}.wait() on every path before it ends"))
             break
     return walk.problems
+
+
+def _typed(call: CallExpr) -> bool:
+    """A call of the typed API (its result a ``Pending``, no buffer of the caller's in flight)."""
+    return isinstance(call.callee, RefExpr) and call.callee.fullname.startswith(SPMD_STUBS)
 
 
 def _name(callee: Expression) -> str:
